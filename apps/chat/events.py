@@ -1,0 +1,70 @@
+"""The only module that talks to the channel layer: group names, payloads, publishers.
+
+Persisted changes are published on commit by services; streamed deltas are batched by the
+worker and published directly. Every event goes to every tab on the thread.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+from asgiref.sync import async_to_sync
+from channels.layers import get_channel_layer
+from django.db import transaction
+
+from apps.chat.bubbles import render_bubbles
+from apps.chat.models import Message, Thread
+
+# A settled bubble outranks every delta of its stream, whatever arrives late.
+SETTLED_SEQ = 2**31 - 1
+
+
+def thread_group(thread_public_id: uuid.UUID | str) -> str:
+    return f"thread.{uuid.UUID(str(thread_public_id)).hex}"
+
+
+def publish_messages_added_on_commit(*, thread: Thread, messages: list[Message]) -> None:
+    """After commit, append new bubbles to every tab showing the thread."""
+
+    def send() -> None:
+        async_to_sync(get_channel_layer().group_send)(
+            thread_group(thread.public_id),
+            {
+                "type": "chat.append",
+                "html": render_bubbles(messages),
+                "messages": [str(message.public_id) for message in messages],
+            },
+        )
+
+    transaction.on_commit(send)
+
+
+def publish_message_replaced_on_commit(*, message: Message, seq: int) -> None:
+    """After commit, replace one bubble everywhere with its stored state."""
+
+    def send() -> None:
+        async_to_sync(get_channel_layer().group_send)(
+            thread_group(message.thread.public_id), state_event(message=message, seq=seq)
+        )
+
+    transaction.on_commit(send)
+
+
+def state_event(*, message: Message, seq: int, live_text: str | None = None) -> dict:
+    live = {str(message.public_id): live_text} if live_text is not None else None
+    return {
+        "type": "chat.state",
+        "message": str(message.public_id),
+        "seq": seq,
+        "html": render_bubbles([message], live_texts=live, oob=True),
+    }
+
+
+async def publish_delta(layer, *, group: str, message_id: str, seq: int, text: str) -> None:
+    await layer.group_send(
+        group, {"type": "chat.delta", "message": message_id, "seq": seq, "text": text}
+    )
+
+
+async def publish_state(layer, *, group: str, event: dict) -> None:
+    await layer.group_send(group, event)

@@ -1,0 +1,154 @@
+import uuid
+
+from django.conf import settings
+from django.db import models
+
+
+class AddressingMode(models.TextChoices):
+    STICKY = "sticky", "Sticky — unaddressed messages go to the last addressed role"
+    BROADCAST = "broadcast", "Broadcast — unaddressed messages go to every unmuted role"
+
+
+class Session(models.Model):
+    """A user's workspace: configuration shared by every thread in it."""
+
+    public_id = models.UUIDField(default=uuid.uuid4, unique=True, editable=False)
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="chat_sessions"
+    )
+    name = models.CharField(max_length=120)
+    model = models.CharField(max_length=120, blank=True, help_text="Blank: the provider default.")
+    persona = models.TextField(blank=True, help_text="Context about you, shared with every role.")
+    memory = models.TextField(blank=True, help_text="Notes the roles can read.")
+    addressing_mode = models.CharField(
+        max_length=16, choices=AddressingMode.choices, default=AddressingMode.STICKY
+    )
+    auto_rounds = models.PositiveSmallIntegerField(default=0)
+    sticky_handle = models.CharField(max_length=40, blank=True)
+    roles = models.ManyToManyField("roles.Role", through="SessionRole", related_name="sessions")
+    active_thread = models.ForeignKey(
+        "Thread", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["-updated_at"]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class SessionRole(models.Model):
+    """A role taking part in a session, with the session's own settings for it."""
+
+    session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="session_roles")
+    role = models.ForeignKey("roles.Role", on_delete=models.CASCADE, related_name="+")
+    muted = models.BooleanField(default=False)
+    model_override = models.CharField(max_length=120, blank=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["session", "role"], name="unique_role_per_session")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.session} · {self.role}"
+
+
+class Thread(models.Model):
+    """One conversation in a session; forks share their parent's history up to `forked_from`."""
+
+    public_id = models.UUIDField(default=uuid.uuid4, unique=True, editable=False)
+    session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="threads")
+    parent = models.ForeignKey(
+        "self", null=True, blank=True, on_delete=models.CASCADE, related_name="children"
+    )
+    forked_from = models.ForeignKey(
+        "Message", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    label = models.CharField(max_length=120, blank=True)
+    next_seq = models.PositiveIntegerField(default=1)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["-updated_at"]
+
+    def __str__(self) -> str:
+        return self.label or f"Thread {self.public_id}"
+
+
+class MessageStatus(models.TextChoices):
+    QUEUED = "queued", "Waiting"
+    STREAMING = "streaming", "Streaming"
+    DONE = "done", "Done"
+    ERROR = "error", "Error"
+    INTERRUPTED = "interrupted", "Interrupted"
+
+
+IN_FLIGHT = (MessageStatus.QUEUED, MessageStatus.STREAMING)
+
+
+class MessageKind(models.TextChoices):
+    CHAT = "chat", "Chat"
+    NOTICE = "notice", "Notice (shown, never sent to models)"
+
+
+USER_SPEAKER = "user"
+
+
+class Message(models.Model):
+    """One entry of a thread's shared transcript.
+
+    `content` holds canonical parts: {"type": "text", "text": …},
+    {"type": "tool_call", "id", "name", "arguments"} and
+    {"type": "tool_result", "tool_call_id", "content", "is_error"}.
+    """
+
+    public_id = models.UUIDField(default=uuid.uuid4, unique=True, editable=False)
+    thread = models.ForeignKey(Thread, on_delete=models.CASCADE, related_name="messages")
+    seq = models.PositiveIntegerField()
+    speaker = models.CharField(max_length=40, help_text="'user' or a role handle.")
+    author = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    kind = models.CharField(max_length=16, choices=MessageKind.choices, default=MessageKind.CHAT)
+    content = models.JSONField(default=list, blank=True)
+    status = models.CharField(
+        max_length=16, choices=MessageStatus.choices, default=MessageStatus.DONE
+    )
+    error = models.TextField(blank=True)
+    provider = models.CharField(max_length=32, blank=True)
+    model = models.CharField(max_length=120, blank=True)
+    usage = models.JSONField(default=dict, blank=True)
+    ttft_ms = models.PositiveIntegerField(null=True, blank=True)
+    duration_ms = models.PositiveIntegerField(null=True, blank=True)
+    attempt = models.PositiveSmallIntegerField(default=0)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["thread", "seq"]
+        constraints = [
+            models.UniqueConstraint(fields=["thread", "seq"], name="unique_seq_per_thread")
+        ]
+        indexes = [models.Index(fields=["thread", "status"])]
+
+    def __str__(self) -> str:
+        return f"{self.speaker} #{self.seq}"
+
+    @property
+    def text(self) -> str:
+        """Every text part joined, the way the transcript shows it."""
+        return "".join(part.get("text", "") for part in self.content if part.get("type") == "text")
+
+    @property
+    def is_user(self) -> bool:
+        return self.speaker == USER_SPEAKER
+
+    @property
+    def in_flight(self) -> bool:
+        return self.status in IN_FLIGHT

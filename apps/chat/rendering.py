@@ -1,0 +1,59 @@
+"""Markdown to safe HTML: markdown-it for parsing, Pygments for code, nh3 for sanitising."""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+import nh3
+from django.utils.safestring import SafeString, mark_safe
+from markdown_it import MarkdownIt
+from pygments import highlight
+from pygments.formatters import HtmlFormatter
+from pygments.lexers import get_lexer_by_name
+from pygments.util import ClassNotFound
+
+ALLOWED_TAGS = {
+    "a", "abbr", "b", "blockquote", "br", "code", "del", "details", "div", "em", "h1", "h2",
+    "h3", "h4", "h5", "h6", "hr", "i", "kbd", "li", "ol", "p", "pre", "s", "span", "strong",
+    "sub", "summary", "sup", "table", "tbody", "td", "th", "thead", "tr", "ul",
+}  # fmt: skip
+ALLOWED_ATTRIBUTES = {
+    "a": {"href", "title"},
+    "code": {"class"},
+    "div": {"class"},
+    "pre": {"class"},
+    "span": {"class"},
+    "td": {"align"},
+    "th": {"align"},
+    "ol": {"start"},
+}
+_FORMATTER = HtmlFormatter(nowrap=True)
+
+
+def _highlight(code: str, language: str, _attrs: str) -> str:
+    try:
+        lexer = get_lexer_by_name(language or "text", stripall=False)
+    except ClassNotFound:
+        return ""  # markdown-it escapes the block itself
+    return highlight(code, lexer, _FORMATTER)
+
+
+@lru_cache(maxsize=1)
+def _parser() -> MarkdownIt:
+    # Raw HTML stays off: hostile markup in a message is shown as text, never interpreted.
+    return MarkdownIt(
+        "commonmark", {"html": False, "linkify": False, "highlight": _highlight}
+    ).enable(["table", "strikethrough"])
+
+
+def render_markdown(text: str) -> SafeString:
+    """Render Markdown from a user or a model into HTML that is safe to insert into a page."""
+    raw = _parser().render(text)
+    clean = nh3.clean(
+        raw,
+        tags=ALLOWED_TAGS,
+        attributes=ALLOWED_ATTRIBUTES,
+        url_schemes={"http", "https", "mailto"},
+        link_rel="noopener noreferrer nofollow",
+    )
+    return mark_safe(clean)  # noqa: S308  (sanitised by nh3 just above)

@@ -1,0 +1,167 @@
+"""Streams one role's reply inside a worker: provider → Redis live tail → channel layer → DB.
+
+Runs as one asyncio program per reply (the async SDK clients and the channel layer share the
+loop). Deltas are coalesced and published every PARLEY_FLUSH_INTERVAL_MS; the partial text is
+checkpointed to the database every PARLEY_CHECKPOINT_INTERVAL_MS, never per token. A watcher
+polls the cancellation flag and cancels the stream, which closes the provider connection.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+
+from channels.db import database_sync_to_async
+from channels.layers import get_channel_layer
+from django.conf import settings
+
+from apps.chat import events, livestate, services
+from apps.chat.models import MessageStatus
+from apps.chat.reply_requests import request_for_reply
+from apps.providers.registry import get_adapter
+from apps.providers.types import ProviderError, TextDelta, Usage
+
+logger = logging.getLogger(__name__)
+CANCEL_POLL_SECONDS = 0.2
+
+
+class ReplyCancelled(Exception):
+    """The person interrupted the reply."""
+
+
+class LiveReply:
+    """The published state of one streaming reply: buffered text, Redis tail, checkpoints."""
+
+    def __init__(self, *, message, redis, layer):
+        self.message_pk = message.pk
+        self.message_id = str(message.public_id)
+        self.group = events.thread_group(message.thread.public_id)
+        self.redis = redis
+        self.layer = layer
+        self.text = ""  # everything received
+        self.published = 0  # how much of `text` has gone out
+        self.checkpointed = 0
+
+    def add(self, chunk: str) -> None:
+        self.text += chunk
+
+    async def flush(self) -> None:
+        if self.published == len(self.text):
+            return
+        chunk = self.text[self.published :]
+        self.published = len(self.text)
+        seq = await livestate.live_append(self.redis, self.message_id, chunk)
+        await events.publish_delta(
+            self.layer, group=self.group, message_id=self.message_id, seq=seq, text=chunk
+        )
+
+    async def checkpoint(self) -> None:
+        if self.checkpointed == len(self.text):
+            return
+        self.checkpointed = len(self.text)
+        await database_sync_to_async(services.message_checkpoint)(
+            message_id=self.message_pk, text=self.text
+        )
+
+    async def run_publisher(self) -> None:
+        """Flush on a short timer and checkpoint on a long one until cancelled."""
+        flush_every = settings.PARLEY_FLUSH_INTERVAL_MS / 1000
+        checkpoint_every = settings.PARLEY_CHECKPOINT_INTERVAL_MS / 1000
+        last_checkpoint = time.monotonic()
+        while True:
+            await asyncio.sleep(flush_every)
+            await self.flush()
+            if time.monotonic() - last_checkpoint >= checkpoint_every:
+                last_checkpoint = time.monotonic()
+                await self.checkpoint()
+
+
+async def _watch_cancel(redis, message_id: str, target: asyncio.Task) -> None:
+    while not target.done():
+        if await livestate.cancel_requested(redis, message_id):
+            target.cancel(msg="interrupted")
+            return
+        await asyncio.sleep(CANCEL_POLL_SECONDS)
+
+
+async def stream_reply(message_pk: int) -> None:
+    """Claim, stream, publish and settle one queued reply. Safe to run twice for one message."""
+    claim = await database_sync_to_async(services.message_claim)(message_id=message_pk)
+    if claim is None:
+        return
+    message = claim.message
+    async with livestate.redis_for_task() as redis:
+        await _stream_claimed(message, redis)
+
+
+async def _stream_claimed(message, redis) -> None:
+    message_pk = message.pk
+    layer = get_channel_layer()
+    live = LiveReply(message=message, redis=redis, layer=layer)
+    started = time.monotonic()
+    first_token_at: float | None = None
+    usage = Usage()
+
+    start_seq = await livestate.live_reset(redis, live.message_id)
+    await events.publish_state(
+        layer,
+        group=live.group,
+        event=await database_sync_to_async(events.state_event)(
+            message=message, seq=start_seq, live_text=""
+        ),
+    )
+
+    async def consume() -> None:
+        nonlocal first_token_at, usage
+        request = await database_sync_to_async(request_for_reply)(message=message)
+        adapter = get_adapter(message.provider)
+        async with asyncio.timeout(settings.PARLEY_REPLY_TIMEOUT_SECONDS):
+            async for event in adapter.stream(request):
+                if isinstance(event, TextDelta) and event.text:
+                    if first_token_at is None:
+                        first_token_at = time.monotonic()
+                    live.add(event.text)
+                elif isinstance(event, Usage):
+                    usage = event
+
+    status, error = MessageStatus.DONE, ""
+    stream_task = asyncio.ensure_future(consume())
+    publisher = asyncio.ensure_future(live.run_publisher())
+    watcher = asyncio.ensure_future(_watch_cancel(redis, live.message_id, stream_task))
+    try:
+        await stream_task
+    except asyncio.CancelledError:
+        if not stream_task.cancelled():
+            raise  # this worker itself is being cancelled
+        status = MessageStatus.INTERRUPTED
+    except ProviderError as exc:
+        status, error = MessageStatus.ERROR, str(exc)
+    except TimeoutError:
+        status = MessageStatus.ERROR
+        error = f"The reply took longer than {settings.PARLEY_REPLY_TIMEOUT_SECONDS} s."
+    except Exception:
+        logger.exception("Reply %s failed unexpectedly", live.message_id)
+        status, error = MessageStatus.ERROR, "The reply failed unexpectedly; try again."
+    finally:
+        publisher.cancel()
+        watcher.cancel()
+        await asyncio.gather(publisher, watcher, return_exceptions=True)
+
+    await live.flush()
+    final = await database_sync_to_async(services.message_finish)(
+        message_id=message_pk,
+        status=status,
+        content=[{"type": "text", "text": live.text}] if live.text else [],
+        error=error,
+        usage=usage.as_dict(),
+        ttft_ms=int((first_token_at - started) * 1000) if first_token_at else None,
+        duration_ms=int((time.monotonic() - started) * 1000),
+    )
+    final_seq = await livestate.live_finish(redis, live.message_id)
+    await events.publish_state(
+        layer,
+        group=live.group,
+        event=await database_sync_to_async(events.state_event)(message=final, seq=final_seq),
+    )
+    await livestate.clear_cancel(redis, live.message_id)

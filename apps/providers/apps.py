@@ -1,0 +1,6 @@
+from django.apps import AppConfig
+
+
+class ProvidersConfig(AppConfig):
+    name = "apps.providers"
+    label = "providers"

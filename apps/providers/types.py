@@ -1,0 +1,92 @@
+"""Provider-neutral shapes of a chat request and of the events a stream yields."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+# Canonical content parts are plain dicts so they serialise straight into Message.content:
+#   {"type": "text", "text": str}
+#   {"type": "tool_call", "id": str, "name": str, "arguments": dict}
+#   {"type": "tool_result", "tool_call_id": str, "name": str, "content": str, "is_error": bool}
+Part = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class SystemBlock:
+    text: str
+    cache: bool = False  # place a prompt-cache breakpoint after this block
+
+
+@dataclass(frozen=True)
+class ChatMessage:
+    role: Literal["user", "assistant"]
+    parts: tuple[Part, ...]
+    cache: bool = False  # place a prompt-cache breakpoint after this message's last part
+
+
+@dataclass(frozen=True)
+class ToolDefinition:
+    name: str
+    description: str
+    parameters: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class ChatRequest:
+    model: str
+    system: tuple[SystemBlock, ...]
+    messages: tuple[ChatMessage, ...]
+    tools: tuple[ToolDefinition, ...] = ()
+    max_tokens: int = 4096
+    stop_sequences: tuple[str, ...] = ()
+    # Free-form hints for a provider; the demo adapter reads who is speaking from here.
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class TextDelta:
+    text: str
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    id: str
+    name: str
+    arguments: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Usage:
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
+
+    def as_dict(self) -> dict[str, int]:
+        return {
+            "input": self.input_tokens,
+            "output": self.output_tokens,
+            "cache_read": self.cache_read_tokens,
+            "cache_write": self.cache_write_tokens,
+        }
+
+
+@dataclass(frozen=True)
+class Stop:
+    reason: Literal["end", "max_tokens", "tool_use", "stop_sequence", "refusal", "other"]
+
+
+StreamEvent = TextDelta | ToolCall | Usage | Stop
+
+
+class ProviderError(Exception):
+    """A provider call failed; `retryable` says whether trying again can help."""
+
+    def __init__(
+        self, message: str, *, retryable: bool = False, error_type: str = "", status: int = 0
+    ):
+        super().__init__(message)
+        self.retryable = retryable
+        self.error_type = error_type
+        self.status = status

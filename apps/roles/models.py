@@ -1,0 +1,34 @@
+from django.core.validators import RegexValidator
+from django.db import models
+
+handle_validator = RegexValidator(
+    r"^[a-z][a-z0-9_-]{0,39}$",
+    "A handle starts with a letter and holds lowercase letters, digits, '_' or '-'.",
+)
+colour_validator = RegexValidator(r"^#[0-9a-fA-F]{6}$", "Use a hex colour such as #7c3aed.")
+
+
+class Role(models.Model):
+    """A participant of the group chat, addressed as @handle."""
+
+    handle = models.CharField(max_length=40, unique=True, validators=[handle_validator])
+    display_name = models.CharField(max_length=80)
+    description = models.CharField(max_length=200, blank=True)
+    persona = models.TextField(blank=True, help_text="The role's own instructions and voice.")
+    icon = models.CharField(max_length=8, default="✦", help_text="An emoji or a short glyph.")
+    colour = models.CharField(max_length=7, default="#64748b", validators=[colour_validator])
+    sort_order = models.IntegerField(default=100)
+    is_default = models.BooleanField(
+        default=False, help_text="Answers when nobody is addressed and nobody is sticky."
+    )
+    answers_last = models.BooleanField(
+        default=False, help_text="Answers after the others in a fan-out, seeing their answers."
+    )
+    can_write = models.BooleanField(default=False, help_text="May use write tools.")
+    model_override = models.CharField(max_length=120, blank=True)
+
+    class Meta:
+        ordering = ["sort_order", "handle"]
+
+    def __str__(self) -> str:
+        return f"@{self.handle}"

@@ -1,0 +1,11 @@
+"""The Celery application; workers run every role call in the background."""
+
+import os
+
+from celery import Celery
+
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
+
+app = Celery("parley")
+app.config_from_object("django.conf:settings", namespace="CELERY")
+app.autodiscover_tasks()

