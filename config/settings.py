@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import dj_database_url
@@ -108,7 +109,8 @@ def _database() -> dict:
             "transaction_mode": "IMMEDIATE",
             "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
         }
-        config["TEST"] = {"NAME": str(VAR_DIR / "test-parley.sqlite3")}
+        # A file, not memory, so worker and server threads share it; one per test process.
+        config["TEST"] = {"NAME": str(VAR_DIR / f"test-parley-{os.getpid()}.sqlite3")}
     return config
 
 
@@ -155,7 +157,8 @@ USE_TZ = True
 
 STATIC_URL = "static/"
 STATICFILES_DIRS = [BASE_DIR / "static"]
-STATIC_ROOT = BASE_DIR / "staticfiles"
+STATIC_ROOT = VAR_DIR / "staticfiles"
+STATIC_ROOT.mkdir(parents=True, exist_ok=True)  # whitenoise warns on every start without it
 STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
     "staticfiles": {"BACKEND": "whitenoise.storage.CompressedStaticFilesStorage"},

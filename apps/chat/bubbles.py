@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from django.template.loader import render_to_string
+from django.utils.safestring import SafeString, mark_safe
 
 from apps.chat.models import Message, MessageKind, MessageStatus
 from apps.chat.rendering import render_markdown
@@ -34,12 +35,12 @@ def render_bubbles(
     *,
     live_texts: dict[str, str] | None = None,
     oob: bool = False,
-) -> str:
+) -> SafeString:
     """Render bubbles in order; `oob` marks each for an out-of-band replace by id."""
     messages = list(messages)
     roles = roles_by_handle({message.speaker for message in messages})
     live_texts = live_texts or {}
-    return "".join(
+    html = "".join(
         render_to_string(
             "chat/_message.html",
             {
@@ -53,3 +54,4 @@ def render_bubbles(
         )
         for message in messages
     )
+    return mark_safe(html)  # noqa: S308  (concatenated template output, escaped by the engine)

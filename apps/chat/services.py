@@ -23,6 +23,7 @@ from apps.chat.models import (
 from apps.providers.registry import get_adapter
 from apps.roles.models import Role
 from apps.roles.selectors import default_roles
+from apps.roles.services import role_ensure_default
 
 
 def session_create(*, owner, name: str = "") -> Session:
@@ -30,9 +31,8 @@ def session_create(*, owner, name: str = "") -> Session:
     name = name.strip()[:120] or "New session"
     with transaction.atomic():
         session = Session.objects.create(owner=owner, name=name)
-        SessionRole.objects.bulk_create(
-            SessionRole(session=session, role=role) for role in default_roles()
-        )
+        roles = default_roles() or [role_ensure_default()]
+        SessionRole.objects.bulk_create(SessionRole(session=session, role=role) for role in roles)
         thread = Thread.objects.create(session=session)
         session.active_thread = thread
         session.save(update_fields=["active_thread"])

@@ -1,0 +1,53 @@
+"""A model of what one browser tab shows, built only from the websocket frames it receives."""
+
+from __future__ import annotations
+
+import html
+import re
+from dataclasses import dataclass, field
+
+ARTICLE = re.compile(
+    r'<article id="msg-(?P<id>[0-9a-f-]{36})"(?P<attrs>.*?)>(?P<body>.*?)</article>', re.S
+)
+STREAM_TEXT = re.compile(
+    r'<div class="msg-body stream-text" id="msg-[0-9a-f-]{36}-text">(.*?)</div>', re.S
+)
+DELTA = re.compile(
+    r'<span id="msg-(?P<id>[0-9a-f-]{36})-text" hx-swap-oob="beforeend">(?P<text>.*?)</span>', re.S
+)
+STATUS = re.compile(r'data-status="(\w+)"')
+
+
+@dataclass
+class Bubble:
+    status: str
+    text: str = ""  # the raw text while streaming; empty once rendered as Markdown
+
+
+@dataclass
+class Tab:
+    bubbles: dict[str, Bubble] = field(default_factory=dict)
+    deltas: list[tuple[str, str]] = field(default_factory=list)
+    snapshots: list[tuple[str, str]] = field(default_factory=list)
+    frames: list[str] = field(default_factory=list)
+
+    def apply(self, frame: str) -> None:
+        self.frames.append(frame)
+        for match in DELTA.finditer(frame):
+            message_id, text = match["id"], html.unescape(match["text"])
+            self.deltas.append((message_id, text))
+            self.bubbles[message_id].text += text
+        for match in ARTICLE.finditer(frame):
+            status = STATUS.search(match["attrs"])[1]
+            stream = STREAM_TEXT.search(match["body"])
+            text = html.unescape(stream[1]) if stream else ""
+            if stream and "hx-swap-oob" in match["attrs"]:
+                self.snapshots.append((match["id"], text))
+            self.bubbles[match["id"]] = Bubble(status=status, text=text)
+
+    def status(self, message_id: str) -> str | None:
+        bubble = self.bubbles.get(message_id)
+        return bubble.status if bubble else None
+
+    def delta_text(self, message_id: str) -> str:
+        return "".join(text for mid, text in self.deltas if mid == message_id)

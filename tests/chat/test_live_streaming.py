@@ -1,0 +1,192 @@
+"""The live path with real parts: Celery worker, Redis, channels-redis, the full ASGI stack."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import pytest
+from channels.db import database_sync_to_async
+from channels.layers import get_channel_layer
+from channels.testing import WebsocketCommunicator
+from django.test import Client
+
+from apps.chat import events, livestate
+from apps.chat.models import Message, MessageStatus
+from apps.chat.services import message_post
+from config.asgi import application
+from tests.chat.tabs import Tab
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def session_cookie(user) -> bytes:
+    client = Client()
+    client.force_login(user)
+    return f"sessionid={client.cookies['sessionid'].value}".encode()
+
+
+async def open_tab(cookie: bytes | None, thread, *, after_seq: int = 0, pending=()):
+    headers = [(b"origin", b"http://localhost")]
+    if cookie:
+        headers.append((b"cookie", cookie))
+    communicator = WebsocketCommunicator(application, f"/ws/threads/{thread.public_id}/", headers)
+    connected, _ = await communicator.connect()
+    assert connected
+    await communicator.send_to(
+        text_data=json.dumps({"type": "sync", "after_seq": after_seq, "pending": list(pending)})
+    )
+    return communicator
+
+
+async def read_until(communicator, tab: Tab, done, timeout: float = 20) -> None:
+    async with asyncio.timeout(timeout):
+        while not done():
+            tab.apply(await communicator.receive_from(timeout=timeout))
+
+
+async def post(thread, user, text):
+    posted = await database_sync_to_async(message_post)(thread=thread, author=user, text=text)
+    return posted.user_message, posted.replies[0]
+
+
+async def stored(message) -> Message:
+    return await Message.objects.aget(pk=message.pk)
+
+
+async def test_deltas_arrive_in_order_and_the_stored_text_is_their_concatenation(
+    alice, alice_thread, celery_worker, fast_demo
+):
+    cookie = await database_sync_to_async(session_cookie)(alice)
+    tab = Tab()
+    communicator = await open_tab(cookie, alice_thread)
+    await read_until(communicator, tab, lambda: 'id="sync-state"' in "".join(tab.frames))
+    _, reply = await post(alice_thread, alice, "Walk me through the **live path**")
+    reply_id = str(reply.public_id)
+    await read_until(communicator, tab, lambda: tab.status(reply_id) == "done")
+    await communicator.disconnect()
+
+    final = await stored(reply)
+    assert final.status == MessageStatus.DONE
+    assert len([1 for mid, _ in tab.deltas if mid == reply_id]) > 10
+    assert tab.delta_text(reply_id) == final.text
+    assert "live path" in final.text
+    assert final.usage["output"] > 0 and final.ttft_ms is not None
+
+
+async def test_a_tab_joining_mid_stream_gets_the_snapshot_then_only_later_deltas(
+    alice, alice_thread, celery_worker, slow_demo
+):
+    cookie = await database_sync_to_async(session_cookie)(alice)
+    first_tab = Tab()
+    first = await open_tab(cookie, alice_thread)
+    _, reply = await post(alice_thread, alice, "Walk me through the **live path**")
+    reply_id = str(reply.public_id)
+    await read_until(first, first_tab, lambda: len(first_tab.deltas) >= 8)
+
+    # A page loaded now renders both messages from the database and asks to catch up.
+    late_tab = Tab()
+    late = await open_tab(cookie, alice_thread, after_seq=reply.seq, pending=[reply_id])
+    await read_until(late, late_tab, lambda: late_tab.snapshots)
+    snapshot_text = late_tab.snapshots[0][1]
+    assert snapshot_text, "the snapshot carries the text streamed so far"
+    await read_until(late, late_tab, lambda: late_tab.status(reply_id) == "done")
+    await read_until(first, first_tab, lambda: first_tab.status(reply_id) == "done")
+    await late.disconnect()
+    await first.disconnect()
+
+    final = (await stored(reply)).text
+    assert late_tab.delta_text(reply_id), "live deltas followed the snapshot"
+    assert snapshot_text + late_tab.delta_text(reply_id) == final  # no gap, no repeat
+    assert first_tab.delta_text(reply_id) == final  # two tabs, the same text
+
+
+async def test_closing_every_tab_does_not_stop_the_reply_and_a_return_catches_up(
+    alice, alice_thread, celery_worker, slow_demo
+):
+    cookie = await database_sync_to_async(session_cookie)(alice)
+    tab = Tab()
+    communicator = await open_tab(cookie, alice_thread)
+    _, reply = await post(alice_thread, alice, "Keep going without me")
+    reply_id = str(reply.public_id)
+    await read_until(communicator, tab, lambda: len(tab.deltas) >= 3)
+    await communicator.disconnect()
+
+    # Mid-stream the database already holds a checkpoint, never more than was published.
+    await asyncio.sleep(0.8)
+    checkpoint = await stored(reply)
+    assert checkpoint.status == MessageStatus.STREAMING
+    assert checkpoint.text and len(checkpoint.text) > len(tab.delta_text(reply_id))
+
+    for _ in range(200):
+        if (await stored(reply)).status == MessageStatus.DONE:
+            break
+        await asyncio.sleep(0.1)
+    final = await stored(reply)
+    assert final.status == MessageStatus.DONE
+    assert checkpoint.text == final.text[: len(checkpoint.text)]
+
+    # The returning tab still shows the reply as streaming; the catch-up settles it.
+    returning = Tab()
+    again = await open_tab(cookie, alice_thread, after_seq=reply.seq, pending=[reply_id])
+    await read_until(again, returning, lambda: returning.status(reply_id) == "done")
+    await again.disconnect()
+
+
+async def test_a_lost_delta_is_repaired_from_the_live_tail(alice, alice_thread, settings):
+    cookie = await database_sync_to_async(session_cookie)(alice)
+    reply = await Message.objects.acreate(
+        thread=alice_thread, seq=5, speaker="assistant", status=MessageStatus.STREAMING
+    )
+    reply_id = str(reply.public_id)
+    redis = livestate.async_client()
+    await livestate.live_reset(redis, reply_id)  # seq 1
+    await livestate.live_append(redis, reply_id, "Hello ")  # seq 2
+    await livestate.live_append(redis, reply_id, "world")  # seq 3
+
+    tab = Tab()
+    communicator = await open_tab(cookie, alice_thread, after_seq=5, pending=[reply_id])
+    await read_until(communicator, tab, lambda: tab.snapshots)
+    assert tab.snapshots[-1] == (reply_id, "Hello world")
+
+    # Delta 4 is lost by the layer; delta 5 arrives: the tab is repaired, not corrupted.
+    await livestate.live_append(redis, reply_id, ", again")
+    await livestate.live_append(redis, reply_id, " and again")
+    group = events.thread_group(alice_thread.public_id)
+    await events.publish_delta(
+        get_channel_layer(), group=group, message_id=reply_id, seq=5, text=" and again"
+    )
+    await read_until(communicator, tab, lambda: len(tab.snapshots) == 2)
+    assert tab.bubbles[reply_id].text == "Hello world, again and again"
+    # A stale delta (already in the snapshot) is dropped.
+    await events.publish_delta(
+        get_channel_layer(), group=group, message_id=reply_id, seq=3, text="world"
+    )
+    assert await communicator.receive_nothing(timeout=0.3)
+    await communicator.disconnect()
+
+
+async def test_strangers_and_anonymous_visitors_get_a_closed_socket(alice_thread, bob):
+    cookie = await database_sync_to_async(session_cookie)(bob)
+    for who, expected_code in ((cookie, 4404), (None, 4401)):
+        headers = [(b"origin", b"http://localhost")] + ([(b"cookie", who)] if who else [])
+        communicator = WebsocketCommunicator(
+            application, f"/ws/threads/{alice_thread.public_id}/", headers
+        )
+        connected, _ = await communicator.connect()
+        assert connected  # accepted, then closed with a code browsers do not retry
+        closing = await communicator.receive_output(timeout=2)
+        assert closing == {"type": "websocket.close", "code": expected_code}
+        await communicator.disconnect()
+
+
+async def test_a_socket_for_an_unknown_thread_is_closed(alice):
+    cookie = await database_sync_to_async(session_cookie)(alice)
+    communicator = WebsocketCommunicator(
+        application,
+        "/ws/threads/00000000-0000-0000-0000-000000000000/",
+        [(b"origin", b"http://localhost"), (b"cookie", cookie)],
+    )
+    await communicator.connect()
+    assert await communicator.receive_output(timeout=2) == {"type": "websocket.close", "code": 4404}
+    await communicator.disconnect()

@@ -1,0 +1,53 @@
+from html.parser import HTMLParser
+
+import pytest
+
+from apps.chat.rendering import ALLOWED_TAGS, render_markdown
+
+HOSTILE = [
+    "<script>alert(1)</script>",
+    "<img src=x onerror=alert(1)>",
+    "[click](javascript:alert(1))",
+    '<a href="x" onclick="alert(1)">x</a>',
+    "<iframe src=//evil></iframe>",
+    "```html\n<script>alert(1)</script>\n```",
+    "<svg><script>alert(1)</script></svg>",
+    '<div style="background:url(javascript:alert(1))">x</div>',
+]
+
+
+class ElementCollector(HTMLParser):
+    def __init__(self):
+        super().__init__()
+        self.elements: list[tuple[str, dict]] = []
+
+    def handle_starttag(self, tag, attrs):
+        self.elements.append((tag, dict(attrs)))
+
+
+@pytest.mark.parametrize("source", HOSTILE)
+def test_hostile_markup_never_becomes_an_element(source):
+    collector = ElementCollector()
+    collector.feed(render_markdown(source))
+    for tag, attrs in collector.elements:
+        assert tag in ALLOWED_TAGS
+        assert not any(name.startswith("on") or name == "style" for name in attrs)
+        assert not attrs.get("href", "").lower().startswith("javascript")
+
+
+def test_code_blocks_are_highlighted():
+    html = render_markdown("```python\ndef f():\n    return 1\n```")
+    assert '<span class="k">def</span>' in html
+
+
+def test_links_open_safely():
+    html = render_markdown("[docs](https://example.org)")
+    assert 'href="https://example.org"' in html
+    assert "noopener" in html
+
+
+def test_tables_and_emphasis_render():
+    html = render_markdown("**bold** ~~gone~~\n\n| a | b |\n|---|---|\n| 1 | 2 |")
+    assert "<strong>bold</strong>" in html
+    assert "<s>gone</s>" in html or "<del>gone</del>" in html
+    assert "<table>" in html

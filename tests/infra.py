@@ -1,0 +1,105 @@
+"""Early pytest plugin (loaded with -p): real services for the suite, and no way out.
+
+Runs before pytest-django imports the settings, so it can point them at a Redis-compatible
+server: REDIS_URL when set (the suite then uses that database and flushes it), otherwise an
+embedded redis-server on a free port. Every non-loopback connection attempt fails the test.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+import socket
+import uuid
+from pathlib import Path
+
+import pytest
+
+_embedded = None
+_real_connect = socket.socket.connect
+_real_connect_ex = socket.socket.connect_ex
+
+
+denied_attempts: list[str] = []
+
+
+class NetworkAccessDenied(AssertionError):
+    """The suite tried to reach a host other than this machine."""
+
+
+def _check_address(address) -> None:
+    if not isinstance(address, tuple):
+        return  # unix sockets
+    host = address[0]
+    try:
+        ip = ipaddress.ip_address(host.split("%")[0])
+    except ValueError:
+        if host == "localhost":
+            return
+        ip = None
+    if ip is None or not ip.is_loopback:
+        # Recorded as well as raised: a client library may swallow the exception, and the
+        # autouse fixture below fails the test anyway.
+        denied_attempts.append(str(host))
+        raise NetworkAccessDenied(f"Tests may only reach loopback addresses, not {host}.")
+
+
+def _guarded_connect(self, address):
+    _check_address(address)
+    return _real_connect(self, address)
+
+
+def _guarded_connect_ex(self, address):
+    _check_address(address)
+    return _real_connect_ex(self, address)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_load_initial_conftests(early_config, parser, args):
+    global _embedded
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
+    # Playwright's sync API keeps an event loop in the main thread; the ORM calls made by
+    # browser tests around it are ordinary synchronous code.
+    os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
+    run_id = uuid.uuid4().hex[:8]
+    os.environ["PARLEY_TASK_QUEUE"] = f"parley-test-{run_id}"
+    os.environ["PARLEY_CHANNEL_PREFIX"] = f"parley-test-{run_id}"
+    if not os.environ.get("REDIS_URL"):
+        from config.embedded_redis import start_embedded_redis
+
+        _embedded = start_embedded_redis()
+        os.environ["REDIS_URL"] = _embedded.url
+    import redis
+
+    redis.Redis.from_url(os.environ["REDIS_URL"]).flushdb()
+    socket.socket.connect = _guarded_connect
+    socket.socket.connect_ex = _guarded_connect_ex
+
+
+@pytest.fixture(autouse=True)
+def _no_network_beyond_loopback():
+    denied_attempts.clear()
+    yield
+    if denied_attempts:
+        attempts = ", ".join(denied_attempts)
+        denied_attempts.clear()
+        pytest.fail(f"The test tried to reach non-loopback hosts: {attempts}")
+
+
+def pytest_report_header(config):
+    where = "embedded redis-server" if _embedded else "REDIS_URL"
+    return [f"parley: Redis at {os.environ.get('REDIS_URL')} ({where})"]
+
+
+def pytest_unconfigure(config):
+    socket.socket.connect = _real_connect
+    socket.socket.connect_ex = _real_connect_ex
+    if _embedded is not None:
+        _embedded.stop()
+    from django.conf import settings
+
+    if settings.configured:
+        test_db = settings.DATABASES["default"].get("TEST", {}).get("NAME") or ""
+        if test_db.endswith(".sqlite3"):
+            for suffix in ("", "-wal", "-shm", "-journal"):
+                Path(test_db + suffix).unlink(missing_ok=True)
