@@ -18,13 +18,14 @@ $(STAMP): pyproject.toml
 run: setup
 	$(PY) -m config.launcher
 
-# Browser tests drive Debian's Chromium; install it when missing (needs root or sudo).
+# Browser tests drive Debian's Chromium (plus an emoji font, for role avatars in screenshots);
+# install what is missing (needs root or sudo).
 browser:
-	@if [ ! -x /usr/bin/chromium ]; then \
-		echo "Installing Debian's chromium for the browser tests…"; \
+	@if [ ! -x /usr/bin/chromium ] || [ ! -d /usr/share/fonts/truetype/noto ]; then \
+		echo "Installing Debian's chromium and fonts-noto-color-emoji for the browser tests…"; \
 		SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
-		$$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq chromium >/dev/null || \
-		{ echo "Could not install chromium: run 'apt-get install chromium' as root."; exit 1; }; \
+		$$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq chromium fonts-noto-color-emoji >/dev/null || \
+		{ echo "Could not install chromium: run 'apt-get install chromium fonts-noto-color-emoji' as root."; exit 1; }; \
 	fi
 
 lint: setup

@@ -15,7 +15,7 @@ from apps.roles.services import role_ensure_default
 
 @pytest.fixture
 def make_user(db):
-    def make(username: str, password: str = "correct-horse-battery"):
+    def make(username: str, password: str = "correct-horse-battery"):  # browser tests log in
         return get_user_model().objects.create_user(username=username, password=password)
 
     return make
@@ -118,7 +118,7 @@ class LiveServer:
 
 
 @pytest.fixture(scope="session")
-def live_server_session(django_db_setup):
+def asgi_server_session(django_db_setup):
     """The real ASGI application served by daphne in a background thread."""
     from daphne.server import Server
     from twisted.internet import reactor
@@ -152,8 +152,8 @@ def live_server_session(django_db_setup):
 
 
 @pytest.fixture
-def live_server(live_server_session, celery_worker):
-    return live_server_session
+def asgi_server(asgi_server_session, celery_worker):
+    return asgi_server_session
 
 
 @pytest.fixture(scope="session")
@@ -179,8 +179,8 @@ def browser_session():
 
 
 @pytest.fixture
-def page(browser_session, live_server):
-    context = browser_session.new_context(base_url=live_server.url)
+def page(browser_session, asgi_server):
+    context = browser_session.new_context(base_url=asgi_server.url)
     page = context.new_page()
     errors: list[str] = []
     page.on("pageerror", lambda exc: errors.append(str(exc)))

@@ -1,0 +1,80 @@
+"""Journeys in a real headless Chromium against the live daphne server and Celery worker."""
+
+import re
+
+import pytest
+from playwright.sync_api import expect
+
+from apps.chat.models import Message, MessageStatus
+from apps.chat.services import session_create
+
+pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+
+PASSWORD = "correct-horse-battery"
+
+
+def log_in(page, username="alice"):
+    page.goto("/")
+    page.get_by_label("Username").fill(username)
+    page.get_by_label("Password").fill(PASSWORD)
+    page.get_by_role("button", name="Log in").click()
+    expect(page.get_by_role("heading", name="Your sessions")).to_be_visible()
+
+
+def reply_bubble(page):
+    return page.get_by_role("article", name=re.compile("Assistant"))
+
+
+def test_log_in_send_a_message_and_watch_the_reply_stream_in(page, alice, roles, fast_demo):
+    log_in(page)
+    page.get_by_role("button", name="New session").click()
+    box = page.get_by_role("textbox", name="Message")
+    box.fill("Hello council, <b>bold</b> is text here")
+    box.press("Enter")
+
+    expect(page.get_by_role("article", name="You")).to_contain_text("<b>bold</b> is text here")
+    bubble = reply_bubble(page)
+    expect(bubble).to_have_attribute("aria-busy", "true")
+    expect(bubble).to_have_attribute("data-status", "done", timeout=15_000)
+    expect(bubble).not_to_have_attribute("aria-busy", "true")
+    expect(bubble).to_contain_text("Demo reply from Assistant")
+    expect(bubble.locator("pre code")).to_contain_text("def stream(reply):")
+    expect(box).to_have_value("")  # the composer was reset and is ready again
+
+
+def test_reload_during_streaming_continues_to_the_same_final_text(page, alice, roles, slow_demo):
+    session = session_create(owner=alice, name="Reload test")
+    log_in(page)
+    page.goto(f"/t/{session.active_thread.public_id}/")
+    page.get_by_role("textbox", name="Message").fill("Tell me how reloading works")
+    page.get_by_role("button", name="Send").click()
+
+    bubble = reply_bubble(page)
+    expect(bubble).to_have_attribute("data-status", "streaming", timeout=10_000)
+    expect(bubble).to_contain_text("Demo reply", timeout=10_000)
+
+    # A second tab on the same thread, opened mid-stream.
+    other = page.context.new_page()
+    other.goto(page.url)
+
+    page.reload()
+    bubble = reply_bubble(page)
+    expect(bubble).to_have_attribute("data-status", "streaming")
+    length_after_reload = len(bubble.inner_text())
+    expect(bubble).to_have_attribute("data-status", "done", timeout=20_000)
+    assert len(bubble.inner_text()) > length_after_reload
+
+    reply = Message.objects.get(thread=session.active_thread, speaker="assistant")
+    assert reply.status == MessageStatus.DONE
+    expect(page.locator("article.msg")).to_have_count(2)  # no duplicated bubbles
+    other_bubble = reply_bubble(other)
+    expect(other_bubble).to_have_attribute("data-status", "done", timeout=20_000)
+    assert bubble.inner_text() == other_bubble.inner_text()
+    expect(bubble).to_contain_text("Close the tab and come back")
+
+
+def test_a_stranger_cannot_open_someone_elses_thread(page, alice, bob, roles):
+    session = session_create(owner=alice, name="Private")
+    log_in(page, "bob")
+    response = page.goto(f"/t/{session.active_thread.public_id}/")
+    assert response.status == 404

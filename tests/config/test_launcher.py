@@ -1,0 +1,70 @@
+"""`make run`'s launcher: a fresh var dir, no REDIS_URL, no DATABASE_URL → a working app."""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+from config.embedded_redis import free_port
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def children_of(pid: int) -> set[int]:
+    found = set()
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == pid:
+            found.add(int(stat.parent.name))
+    return found
+
+
+def alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+def test_the_launcher_serves_the_app_and_ctrl_c_stops_every_child(tmp_path):
+    port = free_port()
+    env = {
+        key: value
+        for key, value in os.environ.items()
+        if key not in {"REDIS_URL", "DATABASE_URL", "DJANGO_SETTINGS_MODULE"}
+    }
+    env.update(PORT=str(port), PARLEY_VAR_DIR=str(tmp_path), PYTHONUNBUFFERED="1")
+    log = (tmp_path / "launcher.log").open("w+")
+    launcher = subprocess.Popen(
+        [sys.executable, "-m", "config.launcher"], cwd=ROOT, env=env, stdout=log, stderr=log
+    )
+    try:
+        deadline = time.monotonic() + 90
+        while True:
+            assert launcher.poll() is None, (tmp_path / "launcher.log").read_text()
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/login/", timeout=2) as page:
+                    assert page.status == 200
+                    assert "Log in to Parley" in page.read().decode()
+                break
+            except OSError:
+                assert time.monotonic() < deadline, (tmp_path / "launcher.log").read_text()
+                time.sleep(0.5)
+        output = (tmp_path / "launcher.log").read_text()
+        assert "Created a local login: parley / " in output
+        assert f"Parley is running at http://127.0.0.1:{port}/" in output
+        assert (tmp_path / "local-secrets.json").exists()
+        children = children_of(launcher.pid)
+        assert len(children) >= 3  # redis-server, celery worker, daphne
+    finally:
+        launcher.send_signal(signal.SIGINT)
+        launcher.wait(timeout=60)
+    time.sleep(0.5)
+    assert not [pid for pid in children if alive(pid)]
