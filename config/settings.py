@@ -123,7 +123,9 @@ CHANNEL_LAYERS = {
     "default": {
         "BACKEND": "channels_redis.core.RedisChannelLayer",
         "CONFIG": {
-            "hosts": [REDIS_URL],
+            # redis-py 8 defaults to a 5 s socket timeout, the same as channels-redis's 5 s
+            # BZPOPMIN wait: an idle tab's read then times out and kills its consumer.
+            "hosts": [{"address": REDIS_URL, "socket_timeout": 30}],
             # The default capacity of 100 silently drops group messages during a fast stream.
             "capacity": 1500,
             "expiry": 60,

@@ -13,6 +13,12 @@ from apps.chat import services as chat_services
 from apps.roles.services import role_ensure_default
 
 
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(items):
+    """Browser tests last: Playwright's sync API leaves an event loop in the main thread."""
+    items.sort(key=lambda item: item.get_closest_marker("browser") is not None)
+
+
 @pytest.fixture
 def make_user(db):
     def make(username: str, password: str = "correct-horse-battery"):  # browser tests log in

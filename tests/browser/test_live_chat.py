@@ -25,7 +25,7 @@ def reply_bubble(page):
     return page.get_by_role("article", name=re.compile("Assistant"))
 
 
-def test_log_in_send_a_message_and_watch_the_reply_stream_in(page, alice, roles, fast_demo):
+def test_log_in_send_a_message_and_watch_the_reply_stream_in(page, alice, roles, slow_demo):
     log_in(page)
     page.get_by_role("button", name="New session").click()
     box = page.get_by_role("textbox", name="Message")

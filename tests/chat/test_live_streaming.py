@@ -166,6 +166,21 @@ async def test_a_lost_delta_is_repaired_from_the_live_tail(alice, alice_thread, 
     await communicator.disconnect()
 
 
+async def test_an_idle_tab_keeps_its_socket_and_still_receives_events(alice, alice_thread):
+    cookie = await database_sync_to_async(session_cookie)(alice)
+    tab = Tab()
+    communicator = await open_tab(cookie, alice_thread)
+    await read_until(communicator, tab, lambda: tab.frames)
+    # Longer than channels-redis's blocking read and redis-py's default socket timeout.
+    assert await communicator.receive_nothing(timeout=6.5)
+    await get_channel_layer().group_send(
+        events.thread_group(alice_thread.public_id),
+        {"type": "chat.append", "html": "<p>still here</p>", "messages": []},
+    )
+    assert "still here" in await communicator.receive_from(timeout=3)
+    await communicator.disconnect()
+
+
 async def test_strangers_and_anonymous_visitors_get_a_closed_socket(alice_thread, bob):
     cookie = await database_sync_to_async(session_cookie)(bob)
     for who, expected_code in ((cookie, 4404), (None, 4401)):
