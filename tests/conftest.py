@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import faulthandler
 import threading
 import time
 
@@ -113,6 +114,7 @@ def celery_worker(celery_worker_session, transactional_db):
     deadline = time.monotonic() + 15
     while Message.objects.filter(status__in=IN_FLIGHT).exists():
         if time.monotonic() > deadline:
+            faulthandler.dump_traceback(all_threads=True)  # show where a stuck reply waits
             raise RuntimeError("Replies were still streaming 15 s after the test ended.")
         time.sleep(0.05)
 

@@ -12,6 +12,7 @@ import asyncio
 import logging
 import time
 
+from asgiref.sync import ThreadSensitiveContext
 from channels.db import database_sync_to_async
 from channels.layers import get_channel_layer
 from django.conf import settings
@@ -86,7 +87,16 @@ async def _watch_cancel(redis, message_id: str, target: asyncio.Task) -> None:
 
 
 async def stream_reply(message_pk: int) -> None:
-    """Claim, stream, publish and settle one queued reply. Safe to run twice for one message."""
+    """Claim, stream, publish and settle one queued reply. Safe to run twice for one message.
+
+    Its database calls run on a thread of its own (ThreadSensitiveContext) instead of asgiref's
+    single process-wide thread, so concurrent streams never queue behind each other there.
+    """
+    async with ThreadSensitiveContext():
+        await _stream_reply(message_pk)
+
+
+async def _stream_reply(message_pk: int) -> None:
     claim = await database_sync_to_async(services.message_claim)(message_id=message_pk)
     if claim is None:
         return
