@@ -17,6 +17,14 @@ class Session(models.Model):
         settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="chat_sessions"
     )
     name = models.CharField(max_length=120)
+    credential = models.ForeignKey(
+        "providers.Credential",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="sessions",
+        help_text="Empty: the demo provider answers.",
+    )
     model = models.CharField(max_length=120, blank=True, help_text="Blank: the provider default.")
     persona = models.TextField(blank=True, help_text="Context about you, shared with every role.")
     memory = models.TextField(blank=True, help_text="Notes the roles can read.")
@@ -45,6 +53,9 @@ class SessionRole(models.Model):
     session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="session_roles")
     role = models.ForeignKey("roles.Role", on_delete=models.CASCADE, related_name="+")
     muted = models.BooleanField(default=False)
+    credential = models.ForeignKey(
+        "providers.Credential", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
     model_override = models.CharField(max_length=120, blank=True)
 
     class Meta:
@@ -120,6 +131,9 @@ class Message(models.Model):
     )
     error = models.TextField(blank=True)
     provider = models.CharField(max_length=32, blank=True)
+    credential = models.ForeignKey(
+        "providers.Credential", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
     model = models.CharField(max_length=120, blank=True)
     usage = models.JSONField(default=dict, blank=True)
     ttft_ms = models.PositiveIntegerField(null=True, blank=True)

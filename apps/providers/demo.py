@@ -53,6 +53,10 @@ class DemoAdapter:
     kind = "demo"
     label = "Demo (no network)"
     default_model = "demo-1"
+    fallback_models = ("demo-1",)
+
+    async def list_models(self, *, api_key: str = "", base_url: str = "") -> list[str]:
+        return list(self.fallback_models)
 
     async def stream(
         self, request: ChatRequest, *, api_key: str = "", base_url: str = ""

@@ -1,0 +1,47 @@
+import uuid
+
+from django.conf import settings
+from django.db import models
+
+from apps.providers import crypto
+
+
+class ProviderKind(models.TextChoices):
+    ANTHROPIC = "anthropic", "Anthropic"
+    OPENAI = "openai", "OpenAI"
+    OPENAI_COMPATIBLE = "openai_compatible", "OpenAI-compatible server (Ollama, vLLM, LM Studio…)"
+    GEMINI = "gemini", "Google Gemini"
+    DEMO = "demo", "Demo (no network)"
+
+
+class Credential(models.Model):
+    """A user's saved credential for one provider; the key is stored only encrypted."""
+
+    public_id = models.UUIDField(default=uuid.uuid4, unique=True, editable=False)
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="credentials"
+    )
+    name = models.CharField(max_length=80)
+    provider = models.CharField(max_length=32, choices=ProviderKind.choices)
+    base_url = models.URLField(blank=True, help_text="Needed for OpenAI-compatible servers.")
+    api_key_encrypted = models.TextField(blank=True, editable=False)
+    key_last4 = models.CharField(max_length=4, blank=True, editable=False)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["name"]
+        constraints = [
+            models.UniqueConstraint(fields=["owner", "name"], name="unique_credential_name")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.get_provider_display()}, {self.masked_key})"
+
+    @property
+    def masked_key(self) -> str:
+        return crypto.mask(self.key_last4)
+
+    def api_key(self) -> str:
+        """The plaintext key, for the call path to the SDK only."""
+        return crypto.decrypt(self.api_key_encrypted) if self.api_key_encrypted else ""

@@ -19,6 +19,10 @@ class ProviderAdapter(Protocol):
         """Yield the reply's events; raise ProviderError when the call fails."""
         ...
 
+    async def list_models(self, *, api_key: str = "", base_url: str = "") -> list[str]:
+        """The provider's model ids; raise ProviderError when the call fails."""
+        ...
+
 
 _ADAPTERS: dict[str, ProviderAdapter] = {}
 
@@ -37,8 +41,18 @@ def get_adapter(kind: str) -> ProviderAdapter:
         ) from None
 
 
+def all_adapters() -> list[ProviderAdapter]:
+    return list(_ADAPTERS.values())
+
+
 def _load_builtin_adapters() -> None:
-    from apps.providers import demo  # noqa: F401  (registers itself)
+    # Each module registers its adapter on import.
+    from apps.providers import (  # noqa: F401
+        anthropic_adapter,
+        demo,
+        gemini_adapter,
+        openai_adapter,
+    )
 
 
 _load_builtin_adapters()

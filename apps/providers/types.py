@@ -57,6 +57,14 @@ class ToolCall:
 
 
 @dataclass(frozen=True)
+class ToolResult:
+    tool_call_id: str
+    name: str
+    content: str
+    is_error: bool = False
+
+
+@dataclass(frozen=True)
 class Usage:
     input_tokens: int = 0
     output_tokens: int = 0
@@ -71,22 +79,54 @@ class Usage:
             "cache_write": self.cache_write_tokens,
         }
 
+    def __add__(self, other: Usage) -> Usage:
+        return Usage(
+            self.input_tokens + other.input_tokens,
+            self.output_tokens + other.output_tokens,
+            self.cache_read_tokens + other.cache_read_tokens,
+            self.cache_write_tokens + other.cache_write_tokens,
+        )
+
 
 @dataclass(frozen=True)
 class Stop:
     reason: Literal["end", "max_tokens", "tool_use", "stop_sequence", "refusal", "other"]
 
 
-StreamEvent = TextDelta | ToolCall | Usage | Stop
+StreamEvent = TextDelta | ToolCall | ToolResult | Usage | Stop
 
 
 class ProviderError(Exception):
     """A provider call failed; `retryable` says whether trying again can help."""
 
     def __init__(
-        self, message: str, *, retryable: bool = False, error_type: str = "", status: int = 0
+        self,
+        message: str,
+        *,
+        retryable: bool = False,
+        error_type: str = "",
+        status: int = 0,
+        retry_after: float | None = None,
     ):
         super().__init__(message)
         self.retryable = retryable
         self.error_type = error_type
         self.status = status
+        self.retry_after = retry_after
+
+
+RETRYABLE_STATUSES = {408, 409, 429, 500, 502, 503, 504, 529}
+
+
+def retry_after_seconds(headers) -> float | None:
+    """Read retry-after-ms / retry-after (seconds) from response headers."""
+    if headers is None:
+        return None
+    for name, scale in (("retry-after-ms", 0.001), ("retry-after", 1.0)):
+        value = headers.get(name)
+        if value:
+            try:
+                return max(0.0, float(value) * scale)
+            except ValueError:
+                continue
+    return None
