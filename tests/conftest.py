@@ -195,3 +195,19 @@ def page(browser_session, asgi_server):
     yield page
     context.close()
     assert not errors, f"JavaScript errors on the page: {errors}"
+
+
+@pytest.fixture(scope="session")
+def emulator_session():
+    from apps.providers.emulator import Emulator
+
+    emulator = Emulator(min_cache_tokens=200).start_in_thread()
+    yield emulator
+    emulator.stop()
+
+
+@pytest.fixture
+def emulator(emulator_session):
+    """The loopback provider emulator, with an empty script queue and record."""
+    emulator_session.reset()
+    return emulator_session

@@ -1,0 +1,175 @@
+"""Each adapter through its official SDK against the loopback emulator."""
+
+from __future__ import annotations
+
+import pytest
+
+from apps.providers.emulator import Script
+from apps.providers.registry import get_adapter
+from apps.providers.types import (
+    ChatMessage,
+    ChatRequest,
+    ProviderError,
+    Stop,
+    SystemBlock,
+    TextDelta,
+    ToolCall,
+    ToolDefinition,
+    Usage,
+)
+
+PROVIDERS = ["anthropic", "openai", "openai_compatible", "gemini"]
+WIRE = {
+    "anthropic": "anthropic",
+    "openai": "openai",
+    "openai_compatible": "openai",
+    "gemini": "gemini",
+}
+WEATHER = ToolDefinition(
+    name="get_weather",
+    description="Weather for a city",
+    parameters={"type": "object", "properties": {"city": {"type": "string"}}},
+)
+
+
+def base_url(emulator, kind: str) -> str:
+    return emulator.url + ("/v1" if kind.startswith("openai") else "")
+
+
+def request(text="Hello", **extra) -> ChatRequest:
+    return ChatRequest(
+        model="model-x",
+        system=(SystemBlock("You are terse.", cache=True),),
+        messages=(ChatMessage("user", ({"type": "text", "text": text},)),),
+        max_tokens=512,
+        **extra,
+    )
+
+
+async def collect(kind: str, emulator, req: ChatRequest, key: str = "test-key") -> list:
+    adapter = get_adapter(kind)
+    return [
+        event async for event in adapter.stream(req, api_key=key, base_url=base_url(emulator, kind))
+    ]
+
+
+def text_of(events) -> str:
+    return "".join(event.text for event in events if isinstance(event, TextDelta))
+
+
+@pytest.mark.parametrize("kind", PROVIDERS)
+async def test_text_streams_in_many_deltas(kind, emulator):
+    emulator.script(Script(text="The quick brown fox jumps over the lazy dog."))
+    events = await collect(kind, emulator, request())
+    assert text_of(events) == "The quick brown fox jumps over the lazy dog."
+    assert sum(isinstance(e, TextDelta) for e in events) > 5
+    assert events[-1] == Stop("end")
+    assert emulator.requests[-1].provider == WIRE[kind]
+
+
+@pytest.mark.parametrize("kind", PROVIDERS)
+async def test_several_text_blocks_are_all_kept(kind, emulator):
+    emulator.script(Script(text=["First block. ", "Second block."]))
+    assert text_of(await collect(kind, emulator, request())) == "First block. Second block."
+
+
+@pytest.mark.parametrize("kind", PROVIDERS)
+async def test_tool_calls_arrive_whole_with_their_arguments(kind, emulator):
+    emulator.script(
+        Script(
+            text="Let me check.",
+            tool_calls=[{"name": "get_weather", "arguments": {"city": "Paris, France"}}],
+        )
+    )
+    events = await collect(kind, emulator, request(tools=(WEATHER,)))
+    calls = [e for e in events if isinstance(e, ToolCall)]
+    assert [(c.name, c.arguments) for c in calls] == [("get_weather", {"city": "Paris, France"})]
+    assert calls[0].id
+    assert events[-1] == Stop("tool_use")
+
+
+@pytest.mark.parametrize("kind", PROVIDERS)
+async def test_a_max_tokens_stop_is_reported(kind, emulator):
+    emulator.script(Script(text="cut off mid", stop="max_tokens"))
+    assert (await collect(kind, emulator, request()))[-1] == Stop("max_tokens")
+
+
+@pytest.mark.parametrize(("kind", "status", "retryable"), [
+    ("anthropic", 529, True), ("anthropic", 400, False), ("openai", 429, True),
+    ("openai", 500, True), ("gemini", 503, True), ("gemini", 400, False),
+])  # fmt: skip
+async def test_http_errors_say_whether_retrying_helps(kind, status, retryable, emulator):
+    emulator.script(Script(status=status, error_type="overloaded_error", retry_after=2))
+    with pytest.raises(ProviderError) as caught:
+        await collect(kind, emulator, request())
+    assert caught.value.retryable is retryable
+    assert caught.value.status == status
+    if kind != "gemini":
+        assert caught.value.retry_after == 2
+    assert len(emulator.requests) == 1  # the SDK itself did not retry
+
+
+@pytest.mark.parametrize("kind", PROVIDERS)
+async def test_an_error_mid_stream_keeps_the_partial_text(kind, emulator):
+    emulator.script(Script(text="Partial answer that breaks", error_after_chars=8))
+    events = []
+    with pytest.raises(ProviderError) as caught:
+        async for event in get_adapter(kind).stream(
+            request(), api_key="k", base_url=base_url(emulator, kind)
+        ):
+            events.append(event)
+    assert text_of(events).startswith("Partial")
+    if kind == "anthropic":
+        assert caught.value.error_type == "overloaded_error"
+        assert caught.value.retryable
+
+
+@pytest.mark.parametrize("kind", PROVIDERS)
+async def test_usage_is_reported(kind, emulator):
+    emulator.script(Script(text="Counted.", usage={"cached_tokens": 7}))
+    usage = next(e for e in await collect(kind, emulator, request()) if isinstance(e, Usage))
+    assert usage.output_tokens > 0
+    assert usage.input_tokens > 0
+    if kind != "anthropic":
+        assert usage.cache_read_tokens == 7
+
+
+async def test_anthropic_cache_is_written_then_read_by_the_same_prefix(emulator):
+    long_system = "Group chat rules. " * 200  # above the emulator's minimum
+    req = ChatRequest(
+        model="claude-x",
+        system=(SystemBlock(long_system, cache=True),),
+        messages=(ChatMessage("user", ({"type": "text", "text": "Hi"},)),),
+    )
+    first = next(e for e in await collect("anthropic", emulator, req) if isinstance(e, Usage))
+    second = next(e for e in await collect("anthropic", emulator, req) if isinstance(e, Usage))
+    assert first.cache_write_tokens > 0 and first.cache_read_tokens == 0
+    assert second.cache_read_tokens == first.cache_write_tokens
+    assert second.cache_write_tokens == 0
+    assert emulator.requests[0].body["system"][0]["cache_control"] == {"type": "ephemeral"}
+
+
+@pytest.mark.parametrize("kind", PROVIDERS)
+async def test_models_are_listed(kind, emulator):
+    models = await get_adapter(kind).list_models(api_key="k", base_url=base_url(emulator, kind))
+    assert models == emulator.models[WIRE[kind]] or sorted(models) == sorted(
+        emulator.models[WIRE[kind]]
+    )
+
+
+@pytest.mark.parametrize("kind", PROVIDERS)
+async def test_a_bad_key_is_a_clear_permanent_error(kind, emulator):
+    with pytest.raises(ProviderError) as caught:
+        await get_adapter(kind).list_models(api_key="bad-key", base_url=base_url(emulator, kind))
+    assert caught.value.status == 401
+    assert not caught.value.retryable
+    assert "bad-key" not in str(caught.value)
+
+
+@pytest.mark.parametrize("kind", PROVIDERS)
+async def test_an_unreachable_server_is_reported_as_such(kind):
+    from config.embedded_redis import free_port
+
+    url = f"http://127.0.0.1:{free_port()}" + ("/v1" if kind.startswith("openai") else "")
+    with pytest.raises(ProviderError, match="(?i)reach"):
+        await get_adapter(kind).list_models(api_key="k", base_url=url)
