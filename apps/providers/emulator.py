@@ -299,10 +299,19 @@ class Emulator:
         message_id = f"msg_{uuid.uuid4().hex[:16]}"
         await event(
             "message_start",
-            {"message": {"id": message_id, "type": "message", "role": "assistant",
-                         "model": body.get("model", ""), "content": [], "stop_reason": None,
-                         "stop_sequence": None, "usage": {**usage, "output_tokens": 1}}},
-        )  # fmt: skip
+            {
+                "message": {
+                    "id": message_id,
+                    "type": "message",
+                    "role": "assistant",
+                    "model": body.get("model", ""),
+                    "content": [],
+                    "stop_reason": None,
+                    "stop_sequence": None,
+                    "usage": {**usage, "output_tokens": 1},
+                }
+            },
+        )
         await event("ping", {})
         output, shown, index, started = 0, 0, 0, time.monotonic()
         for block_text in self._texts(script):
@@ -335,9 +344,16 @@ class Emulator:
             payload = json.dumps(call.get("arguments", {}))
             await event(
                 "content_block_start",
-                {"index": index, "content_block": {"type": "tool_use", "id": call.get("id") or f"toolu_{uuid.uuid4().hex[:12]}",
-                                                  "name": call["name"], "input": {}}},
-            )  # fmt: skip
+                {
+                    "index": index,
+                    "content_block": {
+                        "type": "tool_use",
+                        "id": call.get("id") or f"toolu_{uuid.uuid4().hex[:12]}",
+                        "name": call["name"],
+                        "input": {},
+                    },
+                },
+            )
             for start in range(0, len(payload), 7):  # split the JSON anywhere
                 await event(
                     "content_block_delta",
@@ -357,8 +373,13 @@ class Emulator:
             if script.tool_calls
             else ("max_tokens" if script.stop == "max_tokens" else "end_turn")
         )
-        await event("message_delta", {"delta": {"stop_reason": stop, "stop_sequence": None},
-                                      "usage": {"output_tokens": output}})  # fmt: skip
+        await event(
+            "message_delta",
+            {
+                "delta": {"stop_reason": stop, "stop_sequence": None},
+                "usage": {"output_tokens": output},
+            },
+        )
         await event("message_stop", {})
         return response
 
@@ -372,8 +393,13 @@ class Emulator:
         chunk_id, model = f"chatcmpl-{uuid.uuid4().hex[:12]}", body.get("model", "")
 
         async def chunk(choices: list, usage=None) -> None:
-            data = {"id": chunk_id, "object": "chat.completion.chunk", "created": int(time.time()),
-                    "model": model, "choices": choices}  # fmt: skip
+            data = {
+                "id": chunk_id,
+                "object": "chat.completion.chunk",
+                "created": int(time.time()),
+                "model": model,
+                "choices": choices,
+            }
             if usage is not None or body.get("stream_options", {}).get("include_usage"):
                 data["usage"] = usage
             await self._write(response, f"data: {json.dumps(data)}\n\n")
@@ -398,11 +424,41 @@ class Emulator:
             shown += len(token)
         for position, call in enumerate(script.tool_calls):
             payload = json.dumps(call.get("arguments", {}))
-            await chunk([{"index": 0, "delta": {"tool_calls": [{"index": position, "id": call.get("id") or f"call_{uuid.uuid4().hex[:12]}",
-                          "type": "function", "function": {"name": call["name"], "arguments": ""}}]}, "finish_reason": None}])  # fmt: skip
+            await chunk(
+                [
+                    {
+                        "index": 0,
+                        "delta": {
+                            "tool_calls": [
+                                {
+                                    "index": position,
+                                    "id": call.get("id") or f"call_{uuid.uuid4().hex[:12]}",
+                                    "type": "function",
+                                    "function": {"name": call["name"], "arguments": ""},
+                                }
+                            ]
+                        },
+                        "finish_reason": None,
+                    }
+                ]
+            )
             for start in range(0, len(payload), 7):
-                await chunk([{"index": 0, "delta": {"tool_calls": [{"index": position, "function": {"arguments": payload[start : start + 7]}}]},
-                              "finish_reason": None}])  # fmt: skip
+                await chunk(
+                    [
+                        {
+                            "index": 0,
+                            "delta": {
+                                "tool_calls": [
+                                    {
+                                        "index": position,
+                                        "function": {"arguments": payload[start : start + 7]},
+                                    }
+                                ]
+                            },
+                            "finish_reason": None,
+                        }
+                    ]
+                )
         finish = (
             "tool_calls"
             if script.tool_calls
@@ -412,8 +468,12 @@ class Emulator:
         if body.get("stream_options", {}).get("include_usage"):
             prompt = estimate_tokens(body.get("messages", []))
             cached = script.usage.get("cached_tokens", 0)
-            usage = {"prompt_tokens": prompt, "completion_tokens": output, "total_tokens": prompt + output,
-                     "prompt_tokens_details": {"cached_tokens": cached}}  # fmt: skip
+            usage = {
+                "prompt_tokens": prompt,
+                "completion_tokens": output,
+                "total_tokens": prompt + output,
+                "prompt_tokens_details": {"cached_tokens": cached},
+            }
             record.usage = {"input_tokens": prompt, "cached_tokens": cached}
             await chunk([], usage=usage)
         await self._write(response, "data: [DONE]\n\n")
@@ -464,8 +524,12 @@ class Emulator:
             {"functionCall": {"name": c["name"], "args": c.get("arguments", {})}}
             for c in script.tool_calls
         ]
-        usage = {"promptTokenCount": prompt, "candidatesTokenCount": output, "totalTokenCount": prompt + output,
-                 "cachedContentTokenCount": cached}  # fmt: skip
+        usage = {
+            "promptTokenCount": prompt,
+            "candidatesTokenCount": output,
+            "totalTokenCount": prompt + output,
+            "cachedContentTokenCount": cached,
+        }
         record.usage = {"input_tokens": prompt, "cached_tokens": cached}
         await chunk(
             parts or [{"text": ""}], "MAX_TOKENS" if script.stop == "max_tokens" else "STOP", usage
@@ -476,8 +540,11 @@ class Emulator:
 
     async def list_models(self, request: web.Request) -> web.Response:
         if self._key(request) in self.invalid_keys:
-            kind = "gemini" if "x-goog-api-key" in request.headers else (
-                "anthropic" if "anthropic-version" in request.headers else "openai")  # fmt: skip
+            kind = (
+                "gemini"
+                if "x-goog-api-key" in request.headers
+                else ("anthropic" if "anthropic-version" in request.headers else "openai")
+            )
             return self._error_response(kind, 401, "authentication_error", "invalid API key")
         if "x-goog-api-key" in request.headers or request.path.startswith("/v1beta"):
             return web.json_response(
@@ -488,8 +555,10 @@ class Emulator:
                 }
             )
         if "anthropic-version" in request.headers:
-            data = [{"type": "model", "id": m, "display_name": m, "created_at": "2026-01-01T00:00:00Z"}
-                    for m in self.models["anthropic"]]  # fmt: skip
+            data = [
+                {"type": "model", "id": m, "display_name": m, "created_at": "2026-01-01T00:00:00Z"}
+                for m in self.models["anthropic"]
+            ]
             return web.json_response(
                 {
                     "data": data,
@@ -505,7 +574,7 @@ class Emulator:
                     {"id": m, "object": "model", "created": 0, "owned_by": "emulator"}
                     for m in self.models["openai"]
                 ],
-            }  # fmt: skip
+            }
         )
 
     # --- app and lifecycle -----------------------------------------------------------------

@@ -171,5 +171,5 @@ async def test_an_unreachable_server_is_reported_as_such(kind):
     from config.embedded_redis import free_port
 
     url = f"http://127.0.0.1:{free_port()}" + ("/v1" if kind.startswith("openai") else "")
-    with pytest.raises(ProviderError, match="(?i)reach"):
+    with pytest.raises(ProviderError, match=r"(?i)reach"):
         await get_adapter(kind).list_models(api_key="k", base_url=url)
