@@ -229,7 +229,8 @@ class Emulator:
 
     @staticmethod
     def _texts(script: Script) -> list[str]:
-        return [script.text] if isinstance(script.text, str) else list(script.text)
+        texts = [script.text] if isinstance(script.text, str) else list(script.text)
+        return [text for text in texts if text]
 
     async def _serve(self, provider: str, request: web.Request, handler) -> web.StreamResponse:
         raw = await request.text()

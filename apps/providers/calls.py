@@ -1,0 +1,159 @@
+"""One robust model call: retries before any text, continuation after max_tokens, tool rounds.
+
+Provider-agnostic: it drives an adapter and yields the same events, plus a ToolResult for every
+tool it ran. Text already shown is never retracted: a failure after text raises a
+ProviderError that says so, and the caller keeps the partial reply.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import replace
+
+from apps.providers.registry import ProviderAdapter
+from apps.providers.types import (
+    ChatMessage,
+    ChatRequest,
+    ProviderError,
+    Stop,
+    StreamEvent,
+    TextDelta,
+    ToolCall,
+    ToolResult,
+    Usage,
+)
+
+ToolRunner = Callable[[ToolCall], Awaitable[str]]
+
+MAX_ATTEMPTS = 4
+MAX_CONTINUATIONS = 3
+MAX_TOOL_ROUNDS = 5
+MAX_RETRY_WAIT_SECONDS = 30.0
+CONTINUE_PROMPT = (
+    "Your previous reply was cut off by the length limit. Continue exactly where it stopped, "
+    "without repeating anything and without any preamble."
+)
+
+# Generous defaults: a tiny max_tokens is the commonest cause of truncated replies.
+DEFAULT_MAX_TOKENS = (
+    ("claude-opus", 16000),
+    ("claude-sonnet", 16000),
+    ("claude-haiku", 8192),
+    ("claude", 8192),
+    ("gpt-4.1", 16000),
+    ("gpt-4o", 8192),
+    ("gemini-2.5", 16000),
+    ("gemini", 8192),
+)
+
+
+def default_max_tokens(model: str) -> int:
+    for prefix, tokens in DEFAULT_MAX_TOKENS:
+        if model.startswith(prefix):
+            return tokens
+    return 4096
+
+
+def backoff_seconds(error: ProviderError, attempt: int) -> float:
+    """Honour retry-after; otherwise exponential backoff with jitter."""
+    if error.retry_after is not None:
+        return min(error.retry_after, MAX_RETRY_WAIT_SECONDS)
+    return min(0.5 * 2**attempt, 8.0) * (1 + random.random() * 0.25)
+
+
+async def converse(
+    adapter: ProviderAdapter,
+    request: ChatRequest,
+    *,
+    api_key: str = "",
+    base_url: str = "",
+    run_tool: ToolRunner | None = None,
+    max_attempts: int = MAX_ATTEMPTS,
+    max_continuations: int = MAX_CONTINUATIONS,
+    max_tool_rounds: int = MAX_TOOL_ROUNDS,
+    sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+) -> AsyncIterator[StreamEvent]:
+    """Yield text, tool calls and results, then one summed Usage and the final Stop."""
+    messages = list(request.messages)
+    usage = Usage()
+    shown_any = False
+    continuations = tool_rounds = 0
+    while True:
+        text, calls, stop = "", [], Stop("other")
+        for attempt in range(max_attempts):
+            text, calls, stop = "", [], Stop("other")
+            try:
+                async for event in adapter.stream(
+                    replace(request, messages=tuple(messages)), api_key=api_key, base_url=base_url
+                ):
+                    if isinstance(event, TextDelta):
+                        text += event.text
+                        shown_any = True
+                        yield event
+                    elif isinstance(event, ToolCall):
+                        calls.append(event)
+                    elif isinstance(event, Usage):
+                        usage = usage + event
+                    elif isinstance(event, Stop):
+                        stop = event
+                break
+            except ProviderError as error:
+                if text or shown_any:
+                    raise ProviderError(
+                        f"{error} — the reply stopped part-way; the text so far is kept.",
+                        retryable=False,
+                        error_type=error.error_type,
+                        status=error.status,
+                    ) from error
+                if not error.retryable or attempt == max_attempts - 1:
+                    raise
+                await sleep(backoff_seconds(error, attempt))
+
+        if stop.reason == "max_tokens" and continuations < max_continuations and text:
+            continuations += 1
+            messages += [
+                ChatMessage("assistant", ({"type": "text", "text": text},)),
+                ChatMessage("user", ({"type": "text", "text": CONTINUE_PROMPT},)),
+            ]
+            continue
+
+        if calls and run_tool is not None:
+            if tool_rounds >= max_tool_rounds:
+                yield usage
+                raise ProviderError(
+                    f"Stopped after {max_tool_rounds} rounds of tool calls without a final answer.",
+                    error_type="tool_round_limit",
+                )
+            tool_rounds += 1
+            results = []
+            for call in calls:
+                yield call
+                try:
+                    content, is_error = await run_tool(call), False
+                except Exception as exc:  # the model reads the error and can correct itself
+                    content, is_error = f"Error: {exc}", True
+                result = ToolResult(call.id, call.name, content, is_error)
+                results.append(result)
+                yield result
+            assistant_parts = ([{"type": "text", "text": text}] if text else []) + [
+                {"type": "tool_call", "id": c.id, "name": c.name, "arguments": c.arguments}
+                for c in calls
+            ]
+            result_parts = [
+                {"type": "tool_result", "tool_call_id": r.tool_call_id, "name": r.name,
+                 "content": r.content, "is_error": r.is_error}
+                for r in results
+            ]  # fmt: skip
+            messages += [
+                ChatMessage("assistant", tuple(assistant_parts)),
+                ChatMessage("user", tuple(result_parts)),
+            ]
+            continue
+
+        for call in calls:  # no runner: report the calls, run nothing
+            yield call
+        yield usage
+        yield stop
+        return

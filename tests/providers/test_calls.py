@@ -1,0 +1,141 @@
+"""The robust call loop through real adapters and SDKs against the emulator."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from apps.providers.calls import converse, default_max_tokens
+from apps.providers.emulator import Script
+from apps.providers.registry import get_adapter
+from apps.providers.types import ProviderError, Stop, TextDelta, ToolCall, ToolResult, Usage
+from tests.providers.test_adapters import PROVIDERS, WEATHER, base_url, request
+
+
+class Sleeps(list):
+    async def __call__(self, seconds: float) -> None:
+        self.append(seconds)
+
+
+async def run(kind, emulator, req, **options):
+    sleeps = Sleeps()
+    events = [
+        event
+        async for event in converse(
+            get_adapter(kind), req, api_key="k", base_url=base_url(emulator, kind),
+            sleep=sleeps, **options,
+        )
+    ]  # fmt: skip
+    return events, sleeps
+
+
+def text_of(events) -> str:
+    return "".join(e.text for e in events if isinstance(e, TextDelta))
+
+
+@pytest.mark.parametrize("kind", PROVIDERS)
+async def test_an_overload_before_any_text_is_retried(kind, emulator):
+    emulator.script(Script(status=529 if kind == "anthropic" else 503), Script(text="Recovered."))
+    events, sleeps = await run(kind, emulator, request())
+    assert text_of(events) == "Recovered."
+    assert len(emulator.requests) == 2 and len(sleeps) == 1
+
+
+@pytest.mark.parametrize("kind", ["anthropic", "openai"])
+async def test_a_rate_limit_waits_as_long_as_retry_after_says(kind, emulator):
+    emulator.script(
+        Script(status=429, error_type="rate_limit_error", retry_after=3), Script(text="ok")
+    )
+    events, sleeps = await run(kind, emulator, request())
+    assert sleeps == [3.0]
+    assert text_of(events) == "ok"
+
+
+async def test_a_permanent_error_is_not_retried(emulator):
+    emulator.script(Script(status=400, error_type="invalid_request_error"))
+    with pytest.raises(ProviderError):
+        await run("anthropic", emulator, request())
+    assert len(emulator.requests) == 1
+
+
+@pytest.mark.parametrize("kind", PROVIDERS)
+async def test_an_error_after_text_keeps_the_text_and_is_not_retried(kind, emulator):
+    emulator.script(Script(text="Some useful words, then trouble", error_after_chars=10))
+    shown = []
+    with pytest.raises(ProviderError, match="text so far is kept"):
+        async for event in converse(
+            get_adapter(kind), request(), base_url=base_url(emulator, kind)
+        ):
+            shown.append(event)
+    assert text_of(shown).startswith("Some useful")
+    assert len(emulator.requests) == 1
+
+
+@pytest.mark.parametrize("kind", PROVIDERS)
+async def test_a_max_tokens_stop_is_continued_into_one_reply(kind, emulator):
+    emulator.script(
+        Script(text="The first half, ", stop="max_tokens"), Script(text="and the rest.")
+    )
+    events, _ = await run(kind, emulator, request())
+    assert text_of(events) == "The first half, and the rest."
+    assert events[-1] == Stop("end")
+    follow_up = json.dumps(emulator.requests[1].body)
+    assert "The first half" in follow_up and "Continue exactly where it stopped" in follow_up
+    usage = next(e for e in events if isinstance(e, Usage))
+    assert usage.output_tokens >= 2  # both calls counted
+
+
+@pytest.mark.parametrize("kind", PROVIDERS)
+async def test_a_tool_round_trip_feeds_the_result_back(kind, emulator):
+    emulator.script(
+        Script(
+            text="Checking.", tool_calls=[{"name": "get_weather", "arguments": {"city": "Oslo"}}]
+        ),
+        Script(text="It is snowing in Oslo.", match="Snow, -3"),
+    )
+
+    async def run_tool(call: ToolCall) -> str:
+        assert call.arguments == {"city": "Oslo"}
+        return "Snow, -3 °C"
+
+    events, _ = await run(kind, emulator, request(tools=(WEATHER,)), run_tool=run_tool)
+    assert text_of(events) == "Checking.It is snowing in Oslo."
+    results = [e for e in events if isinstance(e, ToolResult)]
+    assert [(r.name, r.content, r.is_error) for r in results] == [
+        ("get_weather", "Snow, -3 °C", False)
+    ]
+    assert len(emulator.requests) == 2
+
+
+async def test_a_failing_tool_returns_its_error_to_the_model_as_a_string(emulator):
+    emulator.script(
+        Script(text="", tool_calls=[{"name": "get_weather", "arguments": {}}]),
+        Script(text="Sorry, I need a city.", match="Error: city is required"),
+    )
+
+    async def run_tool(call):
+        raise ValueError("city is required")
+
+    events, _ = await run("anthropic", emulator, request(tools=(WEATHER,)), run_tool=run_tool)
+    assert [e.is_error for e in events if isinstance(e, ToolResult)] == [True]
+    assert text_of(events) == "Sorry, I need a city."
+
+
+async def test_tool_rounds_are_bounded(emulator):
+    loop = Script(text="", tool_calls=[{"name": "get_weather", "arguments": {"city": "X"}}])
+    emulator.script(*[loop] * 5)
+
+    async def run_tool(call):
+        return "again"
+
+    with pytest.raises(ProviderError, match="2 rounds of tool calls"):
+        await run(
+            "openai", emulator, request(tools=(WEATHER,)), run_tool=run_tool, max_tool_rounds=2
+        )
+    assert len(emulator.requests) == 3
+
+
+def test_default_max_tokens_is_never_tiny():
+    assert default_max_tokens("claude-sonnet-4-5") >= 8192
+    assert default_max_tokens("some-local-model") == 4096
