@@ -50,7 +50,7 @@ TRANSCRIPT = (
                 "is_error": False,
             },
         ),
-    ),  # fmt: skip
+    ),
     ChatMessage("assistant", ({"type": "text", "text": "Oslo: snow. Rome: sun."},)),
     ChatMessage("user", ({"type": "text", "text": "[alice]: Thanks!"},)),
 )
