@@ -4,5 +4,6 @@ from django.urls import include, path
 urlpatterns = [
     path("admin/", admin.site.urls),
     path("", include("apps.accounts.urls")),
+    path("", include("apps.providers.urls")),
     path("", include("apps.chat.urls")),
 ]

@@ -5,6 +5,7 @@ from __future__ import annotations
 from apps.chat.models import Message
 from apps.chat.prompting import RosterEntry, TranscriptEntry, build_role_request
 from apps.chat.selectors import transcript_messages
+from apps.providers.calls import default_max_tokens
 from apps.providers.types import ChatRequest
 from apps.roles.models import Role
 
@@ -51,4 +52,5 @@ def request_for_reply(*, message: Message) -> ChatRequest:
         transcript=transcript,
         session_persona=session.persona,
         memory=session.memory,
+        max_tokens=default_max_tokens(message.model),
     )

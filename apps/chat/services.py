@@ -77,10 +77,25 @@ def reply_targets(*, session: Session) -> list[Role]:
     return defaults[:1] or roles[:1]
 
 
-def reply_provider(*, session: Session, role: Role) -> tuple[str, str]:
-    """The provider kind and model a role's reply uses in this session."""
-    adapter = get_adapter("demo")
-    return adapter.kind, role.model_override or session.model or adapter.default_model
+def reply_provider(*, session: Session, role: Role):
+    """The provider kind, model and credential a role's reply uses in this session.
+
+    The provider is derived from the credential; without one the demo provider answers.
+    """
+    credential = session.credential
+    adapter = get_adapter(credential.provider if credential else "demo")
+    if credential is None:
+        return adapter.kind, adapter.default_model, None
+    model = role.model_override or session.model or adapter.default_model
+    return adapter.kind, model, credential
+
+
+def session_set_provider(*, session: Session, credential, model: str) -> Session:
+    """Choose the credential (None: demo) and model for the session's next replies."""
+    session.credential = credential
+    session.model = model.strip()[:120]
+    session.save(update_fields=["credential", "model", "updated_at"])
+    return session
 
 
 @dataclass(frozen=True)
@@ -94,7 +109,7 @@ def message_post(*, thread: Thread, author, text: str) -> PostedMessage:
     from apps.chat.tasks import run_reply
 
     text = validate_message_text(text)
-    session = thread.session
+    session = Session.objects.select_related("credential").get(pk=thread.session_id)
     targets = reply_targets(session=session)
     if not targets:
         raise ValidationError("This session has no roles to answer; add one in its settings.")
@@ -110,7 +125,7 @@ def message_post(*, thread: Thread, author, text: str) -> PostedMessage:
         )
         replies = []
         for seq, role in zip(seqs[1:], targets, strict=True):
-            provider, model = reply_provider(session=session, role=role)
+            provider, model, credential = reply_provider(session=session, role=role)
             replies.append(
                 Message.objects.create(
                     thread=thread,
@@ -119,6 +134,7 @@ def message_post(*, thread: Thread, author, text: str) -> PostedMessage:
                     status=MessageStatus.QUEUED,
                     provider=provider,
                     model=model,
+                    credential=credential,
                 )
             )
         Session.objects.filter(pk=session.pk).update(updated_at=timezone.now())
@@ -162,6 +178,14 @@ def message_checkpoint(*, message_id: int, text: str) -> None:
     Message.objects.filter(pk=message_id, status=MessageStatus.STREAMING).update(
         content=[{"type": "text", "text": text}], updated_at=timezone.now()
     )
+
+
+def reply_secret(*, message: Message) -> tuple[str, str]:
+    """The API key and base URL for a reply's call: decrypted here, on the call path only."""
+    credential = message.credential
+    if credential is None:
+        return "", ""
+    return credential.api_key(), credential.base_url
 
 
 def message_finish(

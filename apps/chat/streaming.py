@@ -20,8 +20,9 @@ from django.conf import settings
 from apps.chat import events, livestate, services
 from apps.chat.models import MessageStatus
 from apps.chat.reply_requests import request_for_reply
+from apps.providers.calls import converse
 from apps.providers.registry import get_adapter
-from apps.providers.types import ProviderError, TextDelta, Usage
+from apps.providers.types import ProviderError, TextDelta, ToolCall, ToolResult, Usage
 
 logger = logging.getLogger(__name__)
 CANCEL_POLL_SECONDS = 0.2
@@ -41,11 +42,32 @@ class LiveReply:
         self.redis = redis
         self.layer = layer
         self.text = ""  # everything received
+        self.parts: list[dict] = []  # tool calls and results, in order, between text runs
+        self.text_in_parts = 0
         self.published = 0  # how much of `text` has gone out
         self.checkpointed = 0
 
     def add(self, chunk: str) -> None:
         self.text += chunk
+
+    def add_part(self, event: ToolCall | ToolResult) -> None:
+        if len(self.text) > self.text_in_parts:
+            self.parts.append({"type": "text", "text": self.text[self.text_in_parts :]})
+            self.text_in_parts = len(self.text)
+        if isinstance(event, ToolCall):
+            part = {"type": "tool_call", "id": event.id, "name": event.name,
+                    "arguments": event.arguments}  # fmt: skip
+        else:
+            part = {"type": "tool_result", "tool_call_id": event.tool_call_id, "name": event.name,
+                    "content": event.content, "is_error": event.is_error}  # fmt: skip
+        self.parts.append(part)
+
+    def content(self) -> list[dict]:
+        """The canonical parts of the reply: text runs and tool activity in order."""
+        parts = list(self.parts)
+        if len(self.text) > self.text_in_parts:
+            parts.append({"type": "text", "text": self.text[self.text_in_parts :]})
+        return parts
 
     async def flush(self) -> None:
         if self.published == len(self.text):
@@ -125,13 +147,16 @@ async def _stream_claimed(message, redis) -> None:
     async def consume() -> None:
         nonlocal first_token_at, usage
         request = await database_sync_to_async(request_for_reply)(message=message)
+        api_key, base_url = await database_sync_to_async(services.reply_secret)(message=message)
         adapter = get_adapter(message.provider)
         async with asyncio.timeout(settings.PARLEY_REPLY_TIMEOUT_SECONDS):
-            async for event in adapter.stream(request):
+            async for event in converse(adapter, request, api_key=api_key, base_url=base_url):
                 if isinstance(event, TextDelta) and event.text:
                     if first_token_at is None:
                         first_token_at = time.monotonic()
                     live.add(event.text)
+                elif isinstance(event, ToolCall | ToolResult):
+                    live.add_part(event)
                 elif isinstance(event, Usage):
                     usage = event
 
@@ -162,7 +187,7 @@ async def _stream_claimed(message, redis) -> None:
     final = await database_sync_to_async(services.message_finish)(
         message_id=message_pk,
         status=status,
-        content=[{"type": "text", "text": live.text}] if live.text else [],
+        content=live.content(),
         error=error,
         usage=usage.as_dict(),
         ttft_ms=int((first_token_at - started) * 1000) if first_token_at else None,

@@ -13,6 +13,7 @@ from apps.chat.bubbles import render_bubbles
 from apps.chat.forms import MessageForm, SessionCreateForm
 from apps.chat.models import Thread
 from apps.chat.selectors import sessions_for_user, thread_messages, threads_for_user
+from apps.providers.selectors import credentials_for_user
 
 
 @require_GET
@@ -46,12 +47,26 @@ def thread_create(request, session):
     return HttpResponseClientRedirect(url) if request.htmx else redirect(url)
 
 
+@require_POST
+def session_provider(request, session):
+    session = get_object_or_404(sessions_for_user(user=request.user), public_id=session)
+    public_id = request.POST.get("credential") or ""
+    credential = None
+    if public_id:
+        credential = get_object_or_404(credentials_for_user(user=request.user), public_id=public_id)
+    services.session_set_provider(
+        session=session, credential=credential, model=request.POST.get("model", "")
+    )
+    return redirect("chat:session_detail", session=session.public_id)
+
+
 @require_GET
 def thread_detail(request, thread):
     thread = get_object_or_404(threads_for_user(user=request.user), public_id=thread)
     session = thread.session
     context = {
         "session": session,
+        "credentials": credentials_for_user(user=request.user),
         "thread": thread,
         "threads": Thread.objects.filter(session=session).order_by("-updated_at"),
         "messages_html": render_bubbles(thread_messages(thread=thread).select_related("author")),

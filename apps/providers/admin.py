@@ -1,0 +1,15 @@
+from django.contrib import admin
+
+from apps.providers.models import Credential
+
+
+@admin.register(Credential)
+class CredentialAdmin(admin.ModelAdmin):
+    """Keys are write-only: the admin shows the masked form and never the ciphertext."""
+
+    list_display = ["name", "owner", "provider", "masked_key", "base_url", "updated_at"]
+    list_filter = ["provider"]
+    search_fields = ["name", "owner__username"]
+    fields = ["owner", "name", "provider", "base_url", "masked_key"]
+    readonly_fields = ["masked_key"]
+    raw_id_fields = ["owner"]

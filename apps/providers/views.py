@@ -1,0 +1,78 @@
+"""Saved credentials: list, add, edit, delete, test, and the model list for forms."""
+
+from __future__ import annotations
+
+from django.core.exceptions import ValidationError
+from django.shortcuts import get_object_or_404, redirect, render
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
+
+from apps.providers import services
+from apps.providers.forms import CredentialForm
+from apps.providers.selectors import credentials_for_user
+
+
+@require_GET
+def credential_list(request):
+    credentials = credentials_for_user(user=request.user)
+    return render(request, "providers/credential_list.html", {"credentials": credentials})
+
+
+@require_http_methods(["GET", "POST"])
+def credential_edit(request, credential=None):
+    instance = None
+    if credential is not None:
+        instance = get_object_or_404(credentials_for_user(user=request.user), public_id=credential)
+    initial = (
+        {"name": instance.name, "provider": instance.provider, "base_url": instance.base_url}
+        if instance
+        else {}
+    )
+    form = CredentialForm(request.POST or None, initial=initial)
+    if request.method == "POST" and form.is_valid():
+        data = form.cleaned_data
+        try:
+            services.credential_save(
+                owner=request.user,
+                name=data["name"],
+                provider=data["provider"],
+                base_url=data["base_url"],
+                # Editing with an empty key keeps the saved one.
+                api_key=data["api_key"] or (None if instance else ""),
+                credential=instance,
+            )
+        except ValidationError as exc:
+            for field, errors in exc.message_dict.items():
+                form.add_error(field if field in form.fields else None, errors)
+        else:
+            return redirect("providers:credential_list")
+    return render(request, "providers/credential_form.html", {"form": form, "credential": instance})
+
+
+@require_POST
+def credential_delete(request, credential):
+    credential = get_object_or_404(credentials_for_user(user=request.user), public_id=credential)
+    services.credential_delete(credential=credential)
+    return redirect("providers:credential_list")
+
+
+@require_POST
+def credential_test(request, credential):
+    credential = get_object_or_404(credentials_for_user(user=request.user), public_id=credential)
+    check = services.credential_test(credential=credential)
+    return render(
+        request, "providers/_test_result.html", {"check": check, "credential": credential}
+    )
+
+
+@require_GET
+def credential_models(request):
+    """<option>s for the model select; `credential` empty means the demo provider."""
+    public_id = request.GET.get("credential") or ""
+    credential = None
+    if public_id:
+        credential = get_object_or_404(credentials_for_user(user=request.user), public_id=public_id)
+    models = services.credential_models(credential=credential)
+    selected = request.GET.get("model", "")
+    return render(
+        request, "providers/_model_options.html", {"models": models, "selected": selected}
+    )
