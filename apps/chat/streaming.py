@@ -87,25 +87,32 @@ class LiveReply:
             message_id=self.message_pk, text=self.text
         )
 
-    async def run_publisher(self) -> None:
-        """Flush on a short timer and checkpoint on a long one until cancelled."""
+    async def run_publisher(self, stop: asyncio.Event) -> None:
+        """Flush on a short timer and checkpoint on a long one until `stop` is set."""
         flush_every = settings.PARLEY_FLUSH_INTERVAL_MS / 1000
         checkpoint_every = settings.PARLEY_CHECKPOINT_INTERVAL_MS / 1000
         last_checkpoint = time.monotonic()
-        while True:
-            await asyncio.sleep(flush_every)
+        while not await _wait(stop, flush_every):
             await self.flush()
             if time.monotonic() - last_checkpoint >= checkpoint_every:
                 last_checkpoint = time.monotonic()
                 await self.checkpoint()
 
 
-async def _watch_cancel(redis, message_id: str, target: asyncio.Task) -> None:
-    while not target.done():
+async def _wait(stop: asyncio.Event, seconds: float) -> bool:
+    """Sleep up to `seconds`; True as soon as `stop` is set."""
+    try:
+        await asyncio.wait_for(stop.wait(), seconds)
+    except TimeoutError:
+        return False
+    return True
+
+
+async def _watch_cancel(redis, message_id: str, target: asyncio.Task, stop: asyncio.Event) -> None:
+    while not target.done() and not await _wait(stop, CANCEL_POLL_SECONDS):
         if await livestate.cancel_requested(redis, message_id):
             target.cancel(msg="interrupted")
             return
-        await asyncio.sleep(CANCEL_POLL_SECONDS)
 
 
 async def stream_reply(message_pk: int) -> None:
@@ -161,9 +168,12 @@ async def _stream_claimed(message, redis) -> None:
                     usage = event
 
     status, error = MessageStatus.DONE, ""
+    # The helpers stop on an event, never by cancellation: a cancel landing inside
+    # channels-redis's group_send can be swallowed there, and the helper would then run forever.
+    stop = asyncio.Event()
     stream_task = asyncio.ensure_future(consume())
-    publisher = asyncio.ensure_future(live.run_publisher())
-    watcher = asyncio.ensure_future(_watch_cancel(redis, live.message_id, stream_task))
+    publisher = asyncio.ensure_future(live.run_publisher(stop))
+    watcher = asyncio.ensure_future(_watch_cancel(redis, live.message_id, stream_task, stop))
     try:
         await stream_task
     except asyncio.CancelledError:
@@ -179,8 +189,7 @@ async def _stream_claimed(message, redis) -> None:
         logger.exception("Reply %s failed unexpectedly", live.message_id)
         status, error = MessageStatus.ERROR, "The reply failed unexpectedly; try again."
     finally:
-        publisher.cancel()
-        watcher.cancel()
+        stop.set()
         await asyncio.gather(publisher, watcher, return_exceptions=True)
 
     await live.flush()
