@@ -190,7 +190,11 @@ class Emulator:
             or auth.removeprefix("Bearer ").strip()
         )
 
-    async def _start(self, request: web.Request, record: RecordedRequest) -> web.StreamResponse:
+    async def _start(
+        self, request: web.Request, record: RecordedRequest, script: Script
+    ) -> web.StreamResponse:
+        if script.ttft_ms:  # the model "thinks" before the response begins
+            await asyncio.sleep(script.ttft_ms / 1000)
         response = web.StreamResponse(
             headers={"content-type": "text/event-stream", "request-id": f"req_{uuid.uuid4().hex}"}
         )
@@ -250,8 +254,6 @@ class Emulator:
                     "scripted failure",
                     script.retry_after,
                 )
-            if script.ttft_ms:
-                await asyncio.sleep(script.ttft_ms / 1000)
             return await handler(request, body, script, record)
         except (ClientGone, asyncio.CancelledError):
             record.closed_early = True
@@ -289,7 +291,7 @@ class Emulator:
         usage, new_keys = self.anthropic_usage(body)
         usage = {**usage, **{k: v for k, v in script.usage.items() if k in usage}}
         record.usage = usage
-        response = await self._start(request, record)
+        response = await self._start(request, record, script)
         self._activate(new_keys)  # the writing response has begun
 
         async def event(kind: str, data: dict) -> None:
@@ -390,7 +392,7 @@ class Emulator:
         return await self._serve("openai", request, self._openai_stream)
 
     async def _openai_stream(self, request, body, script: Script, record) -> web.StreamResponse:
-        response = await self._start(request, record)
+        response = await self._start(request, record, script)
         chunk_id, model = f"chatcmpl-{uuid.uuid4().hex[:12]}", body.get("model", "")
 
         async def chunk(choices: list, usage=None) -> None:
@@ -488,7 +490,7 @@ class Emulator:
         return await self._serve("gemini", request, self._gemini_stream)
 
     async def _gemini_stream(self, request, body, script: Script, record) -> web.StreamResponse:
-        response = await self._start(request, record)
+        response = await self._start(request, record, script)
         prompt = estimate_tokens(body.get("contents", []))
         cached = script.usage.get("cached_tokens", 0)
 
