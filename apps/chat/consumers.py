@@ -19,7 +19,7 @@ from django.utils.html import escape
 from apps.chat import events, livestate
 from apps.chat.bubbles import render_bubbles
 from apps.chat.models import Thread
-from apps.chat.selectors import messages_to_sync, threads_for_user
+from apps.chat.selectors import messages_to_sync, thread_message, threads_for_user
 
 CLOSE_UNAUTHENTICATED = 4401
 CLOSE_NOT_FOUND = 4404
@@ -131,10 +131,9 @@ class ThreadConsumer(AsyncWebsocketConsumer):
     async def _resync(self, message_id: str) -> None:
         """A delta went missing (the layer dropped it): replace the bubble from the live tail."""
         snapshot = await livestate.live_snapshot(livestate.async_client(), message_id)
-        messages = await database_sync_to_async(messages_to_sync)(
-            thread=self.thread, after_seq=10**9, known=[message_id]
+        message = await database_sync_to_async(thread_message)(
+            thread=self.thread, public_id=message_id
         )
-        message = next((m for m in messages if str(m.public_id) == message_id), None)
         if message is None:
             return
         if message.in_flight and snapshot is not None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from django.db.models import QuerySet
+from django.db.models import Q, QuerySet
 
 from apps.chat.models import IN_FLIGHT, Message, Session, Thread
 
@@ -30,12 +30,15 @@ def thread_in_flight(*, thread: Thread) -> QuerySet[Message]:
 
 def messages_to_sync(*, thread: Thread, after_seq: int, known: list[str]) -> list[Message]:
     """What a (re)connecting tab lacks: newer messages, the ones it shows, and live ones."""
-    from django.db.models import Q
-
     condition = Q(seq__gt=after_seq) | Q(status__in=IN_FLIGHT)
     if known:
         condition |= Q(public_id__in=known)
     return list(thread_messages(thread=thread).filter(condition))
+
+
+def thread_message(*, thread: Thread, public_id: str) -> Message | None:
+    """One of the thread's own messages, or None."""
+    return thread_messages(thread=thread).filter(public_id=public_id).first()
 
 
 def transcript_messages(*, thread: Thread, before_seq: int | None = None) -> list[Message]:
