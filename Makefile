@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: run test setup lint format browser clean
+.PHONY: run test setup lint format browser bench clean
 
 setup: $(STAMP)
 
@@ -39,6 +39,10 @@ format: setup
 
 test: setup browser lint
 	$(PY) -m pytest $(PYTEST_ARGS)
+
+# Benchmarks print ratios measured side by side in one run (see bench/).
+bench: setup
+	$(PY) -m bench.cache_layout
 
 clean:
 	rm -rf $(VENV) var/test-* .pytest_cache .ruff_cache

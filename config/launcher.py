@@ -13,7 +13,7 @@ import sys
 import time
 from pathlib import Path
 
-from config.embedded_redis import start_embedded_redis
+from config.embedded_redis import die_with_parent, start_embedded_redis
 
 ROOT = Path(__file__).resolve().parent.parent
 PYTHON = sys.executable
@@ -62,13 +62,13 @@ def main() -> int:
                 [str(BIN / "celery"), "-A", "config", "worker", "--pool", "threads",
                  "--concurrency", concurrency, "--loglevel", "INFO",
                  "-Q", env.get("PARLEY_TASK_QUEUE", "parley")],
-                cwd=ROOT, env=env,
+                cwd=ROOT, env=env, preexec_fn=die_with_parent,
             )
         )  # fmt: skip
         children.append(
             subprocess.Popen(
                 [str(BIN / "daphne"), "-b", host, "-p", port, "config.asgi:application"],
-                cwd=ROOT, env=env,
+                cwd=ROOT, env=env, preexec_fn=die_with_parent,
             )
         )  # fmt: skip
         print(f"\nParley is running at http://{host}:{port}/  (Ctrl-C stops everything)\n")

@@ -195,6 +195,15 @@ PARLEY_MAX_MESSAGE_CHARS = env_int("PARLEY_MAX_MESSAGE_CHARS", 100_000, minimum=
 PARLEY_DEMO_FIRST_TOKEN_MS = env_int("PARLEY_DEMO_FIRST_TOKEN_MS", 300, minimum=0)
 PARLEY_DEMO_TOKENS_PER_SECOND = env_int("PARLEY_DEMO_TOKENS_PER_SECOND", 40, minimum=1)
 
+# Group chat.
+PARLEY_DEFAULT_ROLE_PACK = env_str("PARLEY_DEFAULT_ROLE_PACK", "film-crew")
+PARLEY_MAX_AUTO_ROUNDS = env_int("PARLEY_MAX_AUTO_ROUNDS", 10, minimum=0)
+# Anthropic fan-outs start one role first and the rest once its response has begun, so they
+# read the shared prefix it writes to the prompt cache instead of each paying the write.
+PARLEY_STAGGER_FANOUT = env_bool("PARLEY_STAGGER_FANOUT", default=True)
+# Above this estimated prompt size the older transcript is summarised (in the request only).
+PARLEY_SUMMARY_THRESHOLD_TOKENS = env_int("PARLEY_SUMMARY_THRESHOLD_TOKENS", 60_000, minimum=500)
+
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,

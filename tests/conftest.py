@@ -11,7 +11,8 @@ from django.conf import settings as django_settings
 from django.contrib.auth import get_user_model
 
 from apps.chat import services as chat_services
-from apps.roles.services import role_ensure_default
+from apps.roles.models import Role
+from apps.roles.services import role_pack_load
 
 
 @pytest.hookimpl(trylast=True)
@@ -43,10 +44,21 @@ def charlie(make_user):
     return make_user("charlie")
 
 
+FILM_CREW = [
+    "assistant",
+    "director",
+    "editorial_architect",
+    "visual_architect",
+    "sound_designer",
+    "actor_agent",
+]
+
+
 @pytest.fixture
 def roles(db):
-    """The default roles; transactional tests flush the table the migration filled."""
-    return [role_ensure_default()]
+    """The default pack (the film crew); transactional tests flush what the migration loaded."""
+    role_pack_load("film-crew")
+    return list(Role.objects.filter(handle__in=FILM_CREW).order_by("sort_order"))
 
 
 @pytest.fixture
@@ -79,6 +91,23 @@ def slow_demo(settings):
     return settings
 
 
+@pytest.fixture(scope="session", autouse=True)
+def close_stray_connections(django_db_setup, django_db_blocker):
+    """Set up first, torn down last: after the worker and the web server have stopped, close
+    what their threads left open, so the test database can be dropped (PostgreSQL refuses to
+    drop a database that still has sessions)."""
+    yield
+    from django.db import connection
+
+    if connection.vendor != "postgresql":
+        return
+    with django_db_blocker.unblock(), connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+            "WHERE datname = current_database() AND pid <> pg_backend_pid()"
+        )
+
+
 @pytest.fixture(scope="session")
 def celery_worker_session(django_db_setup, django_db_blocker):
     """A real Celery worker (threads pool, as in production) consuming from the real broker."""
@@ -87,15 +116,20 @@ def celery_worker_session(django_db_setup, django_db_blocker):
     from config.celery import app
 
     app.conf.task_default_queue = django_settings.CELERY_TASK_DEFAULT_QUEUE
-    with start_worker(
+    worker_context = start_worker(
         app,
         pool="threads",
         concurrency=8,
         perform_ping_check=False,
         shutdown_timeout=20,
         queues=[django_settings.CELERY_TASK_DEFAULT_QUEUE],
-    ) as worker:
+    )
+    with django_db_blocker.unblock():  # the worker looks for unfinished replies as it starts
+        worker = worker_context.__enter__()
+    try:
         yield worker
+    finally:
+        worker_context.__exit__(None, None, None)
 
 
 @pytest.fixture
@@ -111,8 +145,16 @@ def celery_worker(celery_worker_session, transactional_db):
 
     for thread in Thread.objects.filter(messages__status__in=IN_FLIGHT).distinct():
         thread_interrupt(thread=thread)
+    from celery.worker import state as worker_state
+
     deadline = time.monotonic() + 15
-    while Message.objects.filter(status__in=IN_FLIGHT).exists():
+    # A task goes on after settling its message (the final push, the next stage of the turn):
+    # wait for the worker to be idle too, or the next test's flush would race its queries.
+    while (
+        Message.objects.filter(status__in=IN_FLIGHT).exists()
+        or worker_state.active_requests
+        or worker_state.reserved_requests
+    ):
         if time.monotonic() > deadline:
             faulthandler.dump_traceback(all_threads=True)  # show where a stuck reply waits
             raise RuntimeError("Replies were still streaming 15 s after the test ended.")
@@ -211,3 +253,47 @@ def emulator(emulator_session):
     """The loopback provider emulator, with an empty script queue and record."""
     emulator_session.reset()
     return emulator_session
+
+
+def wait_until(condition, *, timeout: float = 15.0, interval: float = 0.05, message: str = ""):
+    """Poll `condition` until it returns something truthy; fail loudly after `timeout`."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = condition()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(message or f"Condition not met within {timeout} s")
+        time.sleep(interval)
+
+
+def wait_settled(messages, *, timeout: float = 20.0):
+    """Wait until every message has left queued/streaming; return them refreshed."""
+    from apps.chat.models import IN_FLIGHT, Message
+
+    ids = [message.pk for message in messages]
+    wait_until(
+        lambda: not Message.objects.filter(pk__in=ids, status__in=IN_FLIGHT).exists(),
+        timeout=timeout,
+        message=f"Replies still in flight after {timeout} s",
+    )
+    return list(Message.objects.filter(pk__in=ids).order_by("seq"))
+
+
+@pytest.fixture
+def emulated_anthropic(alice, emulator):
+    """An Anthropic credential of alice's that talks to the loopback emulator."""
+    from apps.providers.services import credential_save
+
+    return credential_save(
+        owner=alice, name="Emulated Anthropic", provider="anthropic",
+        base_url=emulator.url, api_key="sk-ant-test-key-0000",
+    )  # fmt: skip
+
+
+@pytest.fixture
+def anthropic_thread(alice_thread, emulated_anthropic):
+    chat_services.session_set_provider(
+        session=alice_thread.session, credential=emulated_anthropic, model="claude-sonnet-5"
+    )
+    return alice_thread

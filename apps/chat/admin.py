@@ -1,43 +1,138 @@
 from django.contrib import admin
 
-from apps.chat.models import Message, Session, SessionRole, Thread
+from apps.chat.models import (
+    Message,
+    MessageUsage,
+    Session,
+    SessionRole,
+    Thread,
+    ThreadSummary,
+    Turn,
+)
+
+USAGE_KEYS = ("input", "output", "cache_read", "cache_write")
 
 
 class SessionRoleInline(admin.TabularInline):
     model = SessionRole
     extra = 0
+    raw_id_fields = ["credential"]
 
 
 @admin.register(Session)
 class SessionAdmin(admin.ModelAdmin):
-    list_display = ["name", "owner", "addressing_mode", "auto_rounds", "updated_at"]
+    list_display = ["name", "owner", "credential", "model", "addressing_mode", "auto_rounds",
+                    "updated_at"]  # fmt: skip
+    list_filter = ["addressing_mode"]
     search_fields = ["name", "owner__username"]
-    raw_id_fields = ["owner", "active_thread"]
+    raw_id_fields = ["owner", "active_thread", "credential"]
     inlines = [SessionRoleInline]
 
 
 class MessageInline(admin.TabularInline):
     model = Message
-    fields = ["seq", "speaker", "status", "provider", "model", "created_at"]
+    fields = ["seq", "speaker", "kind", "status", "text_preview", "provider", "model", "created_at"]
     readonly_fields = fields
     extra = 0
     can_delete = False
     show_change_link = True
+    ordering = ["seq"]
 
     def has_add_permission(self, request, obj=None):
         return False
+
+    @admin.display(description="Text")
+    def text_preview(self, message: Message) -> str:
+        text = " ".join(message.text.split())
+        return text[:120] + ("…" if len(text) > 120 else "")
 
 
 @admin.register(Thread)
 class ThreadAdmin(admin.ModelAdmin):
     list_display = ["__str__", "session", "parent", "updated_at"]
+    search_fields = ["label", "session__name"]
     raw_id_fields = ["session", "parent", "forked_from"]
     inlines = [MessageInline]
 
 
 @admin.register(Message)
 class MessageAdmin(admin.ModelAdmin):
-    list_display = ["thread", "seq", "speaker", "status", "provider", "model", "created_at"]
-    list_filter = ["status", "speaker", "provider", "kind"]
-    raw_id_fields = ["thread", "author"]
-    readonly_fields = ["public_id", "usage", "ttft_ms", "duration_ms", "started_at", "finished_at"]
+    list_display = ["thread", "seq", "speaker", "kind", "status", "provider", "model", "created_at"]
+    list_filter = ["status", "speaker", "provider", "kind", "stage"]
+    search_fields = ["speaker", "thread__label"]
+    raw_id_fields = ["thread", "author", "turn", "credential"]
+    readonly_fields = ["public_id", "usage", "ttft_ms", "duration_ms", "started_at",
+                       "finished_at", "dispatched_at", "alternatives"]  # fmt: skip
+
+
+@admin.register(Turn)
+class TurnAdmin(admin.ModelAdmin):
+    list_display = [
+        "pk",
+        "thread",
+        "auto_rounds",
+        "auto_replies_done",
+        "rounds_stopped",
+        "created_at",
+    ]
+    raw_id_fields = ["thread", "user_message"]
+
+
+@admin.register(ThreadSummary)
+class ThreadSummaryAdmin(admin.ModelAdmin):
+    list_display = ["thread", "covers", "provider", "model", "created_at"]
+    raw_id_fields = ["thread", "covers"]
+    readonly_fields = ["usage"]
+
+
+@admin.register(MessageUsage)
+class UsageAdmin(admin.ModelAdmin):
+    """Token usage and timings per reply, with totals over the current filter."""
+
+    list_display = ["finished_at", "speaker", "provider", "model", "input_tokens",
+                    "output_tokens", "cache_read_tokens", "cache_write_tokens", "ttft_ms",
+                    "duration_ms"]  # fmt: skip
+    list_filter = ["provider", "model", "speaker", "thread__session__owner"]
+    date_hierarchy = "finished_at"
+    change_list_template = "admin/chat/usage_change_list.html"
+
+    def get_queryset(self, request):
+        return (
+            super().get_queryset(request).filter(finished_at__isnull=False).exclude(speaker="user")
+        )
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def _tokens(self, message, key):
+        return int((message.usage or {}).get(key, 0) or 0)
+
+    @admin.display(description="input")
+    def input_tokens(self, message):
+        return self._tokens(message, "input")
+
+    @admin.display(description="output")
+    def output_tokens(self, message):
+        return self._tokens(message, "output")
+
+    @admin.display(description="cache read")
+    def cache_read_tokens(self, message):
+        return self._tokens(message, "cache_read")
+
+    @admin.display(description="cache write")
+    def cache_write_tokens(self, message):
+        return self._tokens(message, "cache_write")
+
+    def changelist_view(self, request, extra_context=None):
+        response = super().changelist_view(request, extra_context)
+        changelist = getattr(response, "context_data", {}).get("cl")
+        if changelist is not None:
+            totals = dict.fromkeys(USAGE_KEYS, 0)
+            for usage in changelist.queryset.values_list("usage", flat=True):
+                for key in USAGE_KEYS:
+                    totals[key] += int((usage or {}).get(key, 0) or 0)
+            response.context_data["usage_totals"] = totals
+        return response

@@ -7,27 +7,93 @@ from collections.abc import Iterable
 from django.template.loader import render_to_string
 from django.utils.safestring import SafeString, mark_safe
 
-from apps.chat.models import Message, MessageKind, MessageStatus
+from apps.chat.models import NOTICE_SPEAKER, Message, MessageKind, MessageStatus, Thread
 from apps.chat.rendering import render_markdown
 from apps.roles.models import Role
 from apps.roles.selectors import roles_by_handle
 
 
+def tool_activity(message: Message) -> tuple[list[dict], list[dict]]:
+    """The tools a reply used (call with its result) and its routing suggestions."""
+    results = {
+        part.get("tool_call_id"): part
+        for part in message.content
+        if part.get("type") == "tool_result"
+    }
+    activity, suggestions = [], []
+    for part in message.content:
+        if part.get("type") != "tool_call":
+            continue
+        result = results.get(part.get("id"), {})
+        arguments = part.get("arguments") if isinstance(part.get("arguments"), dict) else {}
+        activity.append(
+            {
+                "name": part.get("name", ""),
+                "arguments": ", ".join(f"{k}={v!r}" for k, v in arguments.items())[:200],
+                "result": str(result.get("content", ""))[:500],
+                "is_error": bool(result.get("is_error")),
+                "pending": not result,
+            }
+        )
+        if part.get("name") == "suggest_route" and result and not result.get("is_error"):
+            handle = str(arguments.get("handle", "")).lstrip("@").lower()
+            text = " ".join(str(arguments.get("message", "")).split())
+            suggestions.append({"handle": handle, "prefill": f"@{handle} {text}".strip()})
+    return activity, suggestions
+
+
+def speaker_name(message: Message, role: Role | None) -> str:
+    if message.is_user:
+        return "You"
+    if message.speaker == NOTICE_SPEAKER:
+        return "Parley"
+    return role.display_name if role else message.speaker
+
+
 def bubble_context(message: Message, *, role: Role | None, live_text: str | None = None) -> dict:
     text = message.text if live_text is None else live_text
     streaming = message.status in (MessageStatus.QUEUED, MessageStatus.STREAMING)
+    activity, suggestions = tool_activity(message)
     return {
         "message": message,
         "role": role,
-        "speaker_name": "You"
-        if message.is_user
-        else (role.display_name if role else message.speaker),
+        "speaker_name": speaker_name(message, role),
         "is_notice": message.kind == MessageKind.NOTICE,
         "streaming": streaming,
         "text": text,
         # Markdown is rendered once a reply settles; while it streams the raw text grows.
         "body_html": None if streaming else render_markdown(text),
+        "tools": activity,
+        "suggestions": suggestions,
+        "can_rerun": message.kind == MessageKind.CHAT and not message.is_user and not streaming,
+        "earlier_versions": [] if streaming else earlier_versions(message),
     }
+
+
+def earlier_versions(message: Message) -> list[dict]:
+    """Texts a reply had before it was regenerated or retried, newest first, rendered."""
+    versions = []
+    for number, alternative in enumerate(message.alternatives, start=1):
+        text = "".join(
+            part.get("text", "")
+            for part in alternative.get("content", [])
+            if part.get("type") == "text"
+        )
+        versions.append(
+            {"number": number, "model": alternative.get("model", ""), "html": render_markdown(text)}
+        )
+    return versions[::-1]
+
+
+def render_thread_label(thread: Thread) -> SafeString:
+    """Out-of-band fragments that show a thread's name in the sidebar and the header."""
+    html = "".join(
+        render_to_string(
+            "chat/_thread_label.html", {"thread": thread, "oob": True, "variant": variant}
+        )
+        for variant in ("label", "title")
+    )
+    return mark_safe(html)  # noqa: S308
 
 
 def render_bubbles(
@@ -35,6 +101,7 @@ def render_bubbles(
     *,
     live_texts: dict[str, str] | None = None,
     oob: bool = False,
+    inherited: bool = False,
 ) -> SafeString:
     """Render bubbles in order; `oob` marks each for an out-of-band replace by id."""
     messages = list(messages)
@@ -50,8 +117,27 @@ def render_bubbles(
                     live_text=live_texts.get(str(message.public_id)),
                 ),
                 "oob": oob,
+                "inherited": inherited,
             },
         )
         for message in messages
     )
     return mark_safe(html)  # noqa: S308  (concatenated template output, escaped by the engine)
+
+
+def summary_strip_context(session) -> dict:
+    from apps.chat.selectors import session_usage
+
+    return {
+        "session": session,
+        "usage": session_usage(session=session),
+        "provider_label": (
+            session.credential.get_provider_display() if session.credential else "Demo"
+        ),
+    }
+
+
+def render_summary_strip(session) -> SafeString:
+    """The summary strip as an out-of-band fragment, pushed after every finished reply."""
+    context = {**summary_strip_context(session), "oob": True}
+    return mark_safe(render_to_string("chat/_summary_strip.html", context))  # noqa: S308

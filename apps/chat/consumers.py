@@ -123,9 +123,17 @@ class ThreadConsumer(AsyncWebsocketConsumer):
 
     async def chat_state(self, event: dict) -> None:
         message_id, seq = event["message"], event["seq"]
+        if event.get("reset"):
+            self.seen[message_id] = 0  # the reply runs again from the start
+            await self.send(text_data=event["html"])
+            return
         if seq <= self.seen.get(message_id, 0):
             return
         self.seen[message_id] = seq
+        await self.send(text_data=event["html"])
+
+    async def chat_html(self, event: dict) -> None:
+        """A pre-rendered out-of-band fragment that is not a message (a thread's new name)."""
         await self.send(text_data=event["html"])
 
     async def _resync(self, message_id: str) -> None:

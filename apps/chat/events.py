@@ -12,8 +12,8 @@ from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
 from django.db import transaction
 
-from apps.chat.bubbles import render_bubbles
-from apps.chat.models import Message, Thread
+from apps.chat.bubbles import render_bubbles, render_summary_strip, render_thread_label
+from apps.chat.models import Message, Session, Thread
 
 # A settled bubble outranks every delta of its stream, whatever arrives late.
 SETTLED_SEQ = 2**31 - 1
@@ -40,7 +40,11 @@ def publish_messages_added_on_commit(*, thread: Thread, messages: list[Message])
 
 
 def publish_message_replaced_on_commit(*, message: Message, seq: int) -> None:
-    """After commit, replace one bubble everywhere with its stored state."""
+    """After commit, replace one bubble everywhere with its stored state.
+
+    `seq=0` starts the message over (a retried or regenerated reply): tabs forget the
+    sequence numbers of its previous run.
+    """
 
     def send() -> None:
         async_to_sync(get_channel_layer().group_send)(
@@ -50,12 +54,32 @@ def publish_message_replaced_on_commit(*, message: Message, seq: int) -> None:
     transaction.on_commit(send)
 
 
+def publish_thread_renamed_on_commit(*, thread: Thread) -> None:
+    """After commit, show a thread's new name wherever a tab shows it."""
+
+    def send() -> None:
+        async_to_sync(get_channel_layer().group_send)(
+            thread_group(thread.public_id),
+            {"type": "chat.html", "html": render_thread_label(thread)},
+        )
+
+    transaction.on_commit(send)
+
+
+def summary_strip_event(*, session_id: int) -> dict:
+    """The session's summary strip, refreshed after a reply has finished (read afresh: the
+    settings may have changed while the reply streamed)."""
+    session = Session.objects.select_related("credential").get(pk=session_id)
+    return {"type": "chat.html", "html": render_summary_strip(session)}
+
+
 def state_event(*, message: Message, seq: int, live_text: str | None = None) -> dict:
     live = {str(message.public_id): live_text} if live_text is not None else None
     return {
         "type": "chat.state",
         "message": str(message.public_id),
         "seq": seq,
+        "reset": seq == 0,
         "html": render_bubbles([message], live_texts=live, oob=True),
     }
 

@@ -19,6 +19,10 @@ PREFIX = "parley"
 LIVE_TTL_SECONDS = 6 * 3600  # far longer than any reply; a crashed worker leaves no litter
 AFTER_FINISH_TTL_SECONDS = 120  # snapshots taken during the final push still find the tail
 CANCEL_TTL_SECONDS = 3600
+# A streaming worker holds a lease on its reply and renews it while it runs; a reply whose
+# lease has lapsed belongs to a worker that died, and may be taken over.
+LEASE_TTL_SECONDS = 30
+LEASE_RENEW_SECONDS = 5
 
 
 def _text_key(message_id: str) -> str:
@@ -31,6 +35,44 @@ def _seq_key(message_id: str) -> str:
 
 def _cancel_key(message_id: str) -> str:
     return f"{PREFIX}:cancel:{message_id}"
+
+
+def _lease_key(message_pk: int) -> str:
+    return f"{PREFIX}:lease:{message_pk}"
+
+
+# Renew or release a lease only while it is still ours (a later run may own it by then).
+_RENEW_IF_OWNER = (
+    "if redis.call('get', KEYS[1]) == ARGV[1] then "
+    "return redis.call('expire', KEYS[1], ARGV[2]) else return 0 end"
+)
+_RELEASE_IF_OWNER = (
+    "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) "
+    "else return 0 end"
+)
+
+
+async def lease_acquire(client: aioredis.Redis, message_pk: int, owner: str) -> bool:
+    """Take the reply for this run; False when a live worker already streams it."""
+    return bool(await client.set(_lease_key(message_pk), owner, nx=True, ex=LEASE_TTL_SECONDS))
+
+
+async def lease_renew(client: aioredis.Redis, message_pk: int, owner: str) -> None:
+    await client.eval(_RENEW_IF_OWNER, 1, _lease_key(message_pk), owner, LEASE_TTL_SECONDS)
+
+
+async def lease_release(client: aioredis.Redis, message_pk: int, owner: str) -> None:
+    await client.eval(_RELEASE_IF_OWNER, 1, _lease_key(message_pk), owner)
+
+
+def leases_held(message_pks: list[int]) -> set[int]:
+    """Which of these replies a live worker is streaming right now."""
+    if not message_pks:
+        return set()
+    with sync_client() as client, client.pipeline(transaction=False) as pipe:
+        for pk in message_pks:
+            pipe.exists(_lease_key(pk))
+        return {pk for pk, held in zip(message_pks, pipe.execute(), strict=True) if held}
 
 
 @dataclass(frozen=True)
@@ -100,14 +142,25 @@ async def live_snapshot(client: aioredis.Redis, message_id: str) -> LiveSnapshot
     return LiveSnapshot(text=text, seq=int(seq))
 
 
-def request_cancel(message_ids: list[str]) -> None:
-    """Flag replies for cancellation; their workers close the provider stream on the flag."""
+def request_cancel(message_ids: list[str], *, restart: bool = False) -> None:
+    """Flag replies for cancellation; their workers close the provider stream on the flag.
+
+    With `restart`, the worker runs the reply again once it has stopped.
+    """
     if not message_ids:
         return
     with sync_client() as client, client.pipeline(transaction=False) as pipe:
         for message_id in message_ids:
-            pipe.set(_cancel_key(message_id), "1", ex=CANCEL_TTL_SECONDS)
+            pipe.set(_cancel_key(message_id), "restart" if restart else "1", ex=CANCEL_TTL_SECONDS)
         pipe.execute()
+
+
+def request_restart(message_ids: list[str]) -> None:
+    request_cancel(message_ids, restart=True)
+
+
+async def restart_requested(client: aioredis.Redis, message_id: str) -> bool:
+    return await client.get(_cancel_key(message_id)) == "restart"
 
 
 async def cancel_requested(client: aioredis.Redis, message_id: str) -> bool:

@@ -31,7 +31,12 @@ class Session(models.Model):
     addressing_mode = models.CharField(
         max_length=16, choices=AddressingMode.choices, default=AddressingMode.STICKY
     )
-    auto_rounds = models.PositiveSmallIntegerField(default=0)
+    auto_rounds = models.PositiveSmallIntegerField(
+        default=0, help_text="Rounds the roles continue among themselves after a turn; 0 = off."
+    )
+    disabled_tools = models.JSONField(
+        default=list, blank=True, help_text="Names of built-in tools the roles may not use."
+    )
     sticky_handle = models.CharField(max_length=40, blank=True)
     roles = models.ManyToManyField("roles.Role", through="SessionRole", related_name="sessions")
     active_thread = models.ForeignKey(
@@ -90,6 +95,53 @@ class Thread(models.Model):
         return self.label or f"Thread {self.public_id}"
 
 
+class ThreadSummary(models.Model):
+    """A summary of a thread's transcript up to and including `covers`, used in requests
+    instead of the messages it covers. Computed once per (thread, covers); every message it
+    covers stays stored. `covers` may be a parent thread's message when the thread is a fork.
+    """
+
+    thread = models.ForeignKey(Thread, on_delete=models.CASCADE, related_name="summaries")
+    covers = models.ForeignKey("Message", on_delete=models.CASCADE, related_name="+")
+    text = models.TextField()
+    provider = models.CharField(max_length=32, blank=True)
+    model = models.CharField(max_length=120, blank=True)
+    usage = models.JSONField(default=dict, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["thread", "covers"], name="one_summary_per_point")
+        ]
+
+    def __str__(self) -> str:
+        return f"Summary of {self.thread} up to message {self.covers_id}"
+
+
+class Turn(models.Model):
+    """The replies one user message set off: parallel stage, answers-last stage, auto-rounds."""
+
+    thread = models.ForeignKey(Thread, on_delete=models.CASCADE, related_name="turns")
+    user_message = models.ForeignKey(
+        "Message", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    auto_rounds = models.PositiveSmallIntegerField(default=0)
+    auto_replies_done = models.PositiveIntegerField(default=0)
+    rounds_stopped = models.BooleanField(
+        default=False, help_text="Set by an interrupt or a newer user message."
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    def __str__(self) -> str:
+        return f"Turn {self.pk} of {self.thread}"
+
+
+class Stage(models.IntegerChoices):
+    PARALLEL = 0, "In parallel"
+    LAST = 1, "After the others"
+    AUTO_ROUND = 2, "Auto-round"
+
+
 class MessageStatus(models.TextChoices):
     QUEUED = "queued", "Waiting"
     STREAMING = "streaming", "Streaming"
@@ -107,6 +159,7 @@ class MessageKind(models.TextChoices):
 
 
 USER_SPEAKER = "user"
+NOTICE_SPEAKER = "parley"  # notices: shown in the thread, never sent to models
 
 
 class Message(models.Model):
@@ -139,6 +192,16 @@ class Message(models.Model):
     ttft_ms = models.PositiveIntegerField(null=True, blank=True)
     duration_ms = models.PositiveIntegerField(null=True, blank=True)
     attempt = models.PositiveSmallIntegerField(default=0)
+    turn = models.ForeignKey(
+        Turn, null=True, blank=True, on_delete=models.SET_NULL, related_name="messages"
+    )
+    stage = models.PositiveSmallIntegerField(choices=Stage.choices, default=Stage.PARALLEL)
+    dispatched_at = models.DateTimeField(
+        null=True, blank=True, help_text="When its task was enqueued; empty while it waits."
+    )
+    alternatives = models.JSONField(
+        default=list, blank=True, help_text="Earlier versions kept when it was regenerated."
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
     started_at = models.DateTimeField(null=True, blank=True)
@@ -166,3 +229,12 @@ class Message(models.Model):
     @property
     def in_flight(self) -> bool:
         return self.status in IN_FLIGHT
+
+
+class MessageUsage(Message):
+    """Messages seen as usage records in the admin (a proxy, no table of its own)."""
+
+    class Meta:
+        proxy = True
+        verbose_name = "usage record"
+        verbose_name_plural = "usage"

@@ -9,14 +9,25 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from apps.providers.types import ChatMessage, ChatRequest, SystemBlock
+from apps.providers.types import ChatMessage, ChatRequest, SystemBlock, ToolDefinition
 
 GROUP_RULES = (
     "You take part in a group chat between one person and a council of AI roles. Every "
     "message in the transcript is labelled with its speaker as [Name]. Speak only for "
     "yourself: never write another participant's turn and do not prefix your reply with your "
-    "own label. Use Markdown when it helps."
+    "own label. Use Markdown when it helps. When a question belongs to another role, call "
+    "suggest_route rather than answering for them."
 )
+LAST_CUE = (
+    "You answer after the other roles of this turn; their answers are above. Converge them: "
+    "say where they agree, settle where they differ, and give a clear way forward."
+)
+AUTO_ROUND_CUE = (
+    "This is an auto-round: the roles continue the discussion among themselves. Respond to "
+    "what the others said — build on it or challenge it — in a few sentences. If you have "
+    "nothing to add, say so in one line."
+)
+SUMMARY_SPEAKER = "Summary of the earlier conversation"
 
 
 @dataclass(frozen=True)
@@ -32,6 +43,16 @@ class TranscriptEntry:
     speaker_name: str
     text: str
     is_user: bool = False
+    message_id: int = 0  # which stored message it renders (for summaries)
+
+
+def estimate_tokens(text: str) -> int:
+    """A provider-neutral estimate: about four characters per token."""
+    return len(text) // 4 + 1
+
+
+def entry_block(entry: TranscriptEntry) -> str:
+    return f"[{entry.speaker_name}]: {entry.text}"
 
 
 def build_role_request(
@@ -42,8 +63,13 @@ def build_role_request(
     transcript: list[TranscriptEntry],
     session_persona: str = "",
     memory: str = "",
+    tools: tuple[ToolDefinition, ...] = (),
+    summary: str = "",
+    cue: str = "",
     max_tokens: int = 4096,
 ) -> ChatRequest:
+    """Tools, system block and history are the same for every role of a turn; only the final
+    instruction differs, so their requests share everything up to the history breakpoint."""
     roster_text = "\n".join(
         f"- @{entry.handle} — {entry.display_name}: {entry.description}\n  {entry.persona}".rstrip()
         for entry in roster
@@ -53,30 +79,28 @@ def build_role_request(
         shared.append(f"About the person you are talking with:\n{session_persona}")
     if memory:
         shared.append(f"Session memory:\n{memory}")
+    blocks = [entry_block(entry) for entry in transcript]
+    if summary:
+        blocks.insert(0, f"[{SUMMARY_SPEAKER}]: {summary}")
     history = [
         ChatMessage(
             role="user",
-            parts=({"type": "text", "text": f"[{entry.speaker_name}]: {entry.text}"},),
-            cache=index == len(transcript) - 1,
+            parts=({"type": "text", "text": block},),
+            cache=index == len(blocks) - 1,
         )
-        for index, entry in enumerate(transcript)
+        for index, block in enumerate(blocks)
     ]
-    instruction = ChatMessage(
-        role="user",
-        parts=(
-            {
-                "type": "text",
-                "text": (
-                    f"You are @{speaker.handle} ({speaker.display_name}). "
-                    "Reply now in your own voice."
-                ),
-            },
-        ),
+    instruction_text = (
+        f"You are @{speaker.handle} ({speaker.display_name}). Reply now in your own voice."
     )
+    if cue:
+        instruction_text += f"\n\n{cue}"
+    instruction = ChatMessage(role="user", parts=({"type": "text", "text": instruction_text},))
     return ChatRequest(
         model=model,
         system=(SystemBlock("\n\n".join(shared), cache=True),),
         messages=(*history, instruction),
+        tools=tools,
         max_tokens=max_tokens,
         metadata={
             "speaker_handle": speaker.handle,

@@ -48,12 +48,17 @@ def _parser() -> MarkdownIt:
 
 def render_markdown(text: str) -> SafeString:
     """Render Markdown from a user or a model into HTML that is safe to insert into a page."""
+    return mark_safe(_render(text))  # noqa: S308  (sanitised by nh3 in _render)
+
+
+@lru_cache(maxsize=2048)
+def _render(text: str) -> str:
+    # Settled messages never change, so a page view re-renders only what it has not seen.
     raw = _parser().render(text)
-    clean = nh3.clean(
+    return nh3.clean(
         raw,
         tags=ALLOWED_TAGS,
         attributes=ALLOWED_ATTRIBUTES,
         url_schemes={"http", "https", "mailto"},
         link_rel="noopener noreferrer nofollow",
     )
-    return mark_safe(clean)  # noqa: S308  (sanitised by nh3 just above)

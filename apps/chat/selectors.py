@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from django.db.models import Q, QuerySet
 
 from apps.chat.models import IN_FLIGHT, Message, Session, Thread
@@ -19,13 +21,19 @@ def threads_for_user(*, user) -> QuerySet[Thread]:
     return Thread.objects.filter(session__owner=user).select_related("session")
 
 
+def messages_for_user(*, user) -> QuerySet[Message]:
+    if not user.is_authenticated:
+        return Message.objects.none()
+    return Message.objects.filter(thread__session__owner=user).select_related("thread")
+
+
 def thread_messages(*, thread: Thread) -> QuerySet[Message]:
     """A thread's own messages in transcript order."""
     return Message.objects.filter(thread=thread).order_by("seq")
 
 
-def thread_in_flight(*, thread: Thread) -> QuerySet[Message]:
-    return thread_messages(thread=thread).filter(status__in=IN_FLIGHT)
+def thread_in_flight_for_session(*, session: Session) -> bool:
+    return Message.objects.filter(thread__session=session, status__in=IN_FLIGHT).exists()
 
 
 def messages_to_sync(*, thread: Thread, after_seq: int, known: list[str]) -> list[Message]:
@@ -50,8 +58,88 @@ def transcript_messages(*, thread: Thread, before_seq: int | None = None) -> lis
     own = thread_messages(thread=thread).exclude(kind="notice").select_related("author")
     if before_seq is not None:
         own = own.filter(seq__lt=before_seq)
-    inherited: list[Message] = []
-    if thread.parent_id is not None and thread.forked_from_id is not None:
-        fork_point = Message.objects.only("seq").get(pk=thread.forked_from_id)
-        inherited = transcript_messages(thread=thread.parent, before_seq=fork_point.seq + 1)
-    return inherited + list(own)
+    return inherited_messages(thread=thread) + list(own)
+
+
+def inherited_messages(*, thread: Thread) -> list[Message]:
+    """A branch's history from its ancestors, up to and including its fork point."""
+    if thread.parent_id is None or thread.forked_from_id is None:
+        return []
+    fork_point = Message.objects.select_related("thread").get(pk=thread.forked_from_id)
+    return transcript_messages(thread=fork_point.thread, before_seq=fork_point.seq + 1)
+
+
+def speaker_names(*, session: Session) -> dict[str, str]:
+    """How each speaker is named in a transcript: roles by display name, the person as 'User'
+    (the owner's name would leak into every request and break sharing between users)."""
+    from apps.roles.models import Role
+
+    names = dict(Role.objects.values_list("handle", "display_name"))
+    names["user"] = "User"
+    return names
+
+
+@dataclass(frozen=True)
+class UsageSummary:
+    replies: int
+    input_tokens: int
+    output_tokens: int
+    cache_read_tokens: int
+    cache_write_tokens: int
+    avg_duration_ms: int | None
+    avg_ttft_ms: int | None
+
+    @property
+    def cache_hit_share(self) -> float | None:
+        """The share of prompt tokens served from the cache."""
+        prompt = self.input_tokens + self.cache_read_tokens + self.cache_write_tokens
+        return self.cache_read_tokens / prompt if prompt else None
+
+
+def session_usage(*, session: Session) -> UsageSummary:
+    """Token counts and timings over the session's finished replies."""
+    rows = (
+        Message.objects.filter(thread__session=session, kind="chat")
+        .exclude(speaker="user")
+        .filter(finished_at__isnull=False)
+        .values_list("usage", "ttft_ms", "duration_ms")
+    )
+    totals = {"input": 0, "output": 0, "cache_read": 0, "cache_write": 0}
+    ttfts, durations = [], []
+    count = 0
+    for usage, ttft, duration in rows:
+        count += 1
+        for key in totals:
+            totals[key] += int((usage or {}).get(key, 0) or 0)
+        if ttft is not None:
+            ttfts.append(ttft)
+        if duration is not None:
+            durations.append(duration)
+    return UsageSummary(
+        replies=count,
+        input_tokens=totals["input"],
+        output_tokens=totals["output"],
+        cache_read_tokens=totals["cache_read"],
+        cache_write_tokens=totals["cache_write"],
+        avg_duration_ms=sum(durations) // len(durations) if durations else None,
+        avg_ttft_ms=sum(ttfts) // len(ttfts) if ttfts else None,
+    )
+
+
+def thread_tree(*, session: Session) -> list[tuple[Thread, int]]:
+    """The session's threads depth-first (newest first among siblings), with their depth."""
+    threads = list(Thread.objects.filter(session=session).order_by("-updated_at"))
+    children: dict[int | None, list[Thread]] = {}
+    ids = {thread.pk for thread in threads}
+    for thread in threads:
+        parent = thread.parent_id if thread.parent_id in ids else None
+        children.setdefault(parent, []).append(thread)
+    ordered: list[tuple[Thread, int]] = []
+
+    def walk(parent: int | None, depth: int) -> None:
+        for thread in children.get(parent, []):
+            ordered.append((thread, depth))
+            walk(thread.pk, depth + 1)
+
+    walk(None, 0)
+    return ordered

@@ -11,15 +11,18 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+import uuid
+from contextlib import aclosing
 
 from asgiref.sync import ThreadSensitiveContext
 from channels.db import database_sync_to_async
 from channels.layers import get_channel_layer
 from django.conf import settings
 
-from apps.chat import events, livestate, services
+from apps.chat import events, livestate, orchestration, services, summaries, tools
 from apps.chat.models import MessageStatus
-from apps.chat.reply_requests import request_for_reply
+from apps.chat.reply_requests import reply_setup, request_for_reply, transcript_entries
+from apps.chat.turn_guard import TurnGuard
 from apps.providers.calls import converse
 from apps.providers.registry import get_adapter
 from apps.providers.types import ProviderError, TextDelta, ToolCall, ToolResult, Usage
@@ -35,8 +38,9 @@ class ReplyCancelled(Exception):
 class LiveReply:
     """The published state of one streaming reply: buffered text, Redis tail, checkpoints."""
 
-    def __init__(self, *, message, redis, layer):
+    def __init__(self, *, message, redis, layer, lease: str = ""):
         self.message_pk = message.pk
+        self.lease = lease
         self.message_id = str(message.public_id)
         self.group = events.thread_group(message.thread.public_id)
         self.redis = redis
@@ -65,8 +69,9 @@ class LiveReply:
     def content(self) -> list[dict]:
         """The canonical parts of the reply: text runs and tool activity in order."""
         parts = list(self.parts)
-        if len(self.text) > self.text_in_parts:
-            parts.append({"type": "text", "text": self.text[self.text_in_parts :]})
+        tail = self.text[self.text_in_parts :].rstrip()
+        if tail:
+            parts.append({"type": "text", "text": tail})
         return parts
 
     async def flush(self) -> None:
@@ -88,15 +93,18 @@ class LiveReply:
         )
 
     async def run_publisher(self, stop: asyncio.Event) -> None:
-        """Flush on a short timer and checkpoint on a long one until `stop` is set."""
+        """Flush on a short timer, checkpoint on a long one, renew the lease, until `stop`."""
         flush_every = settings.PARLEY_FLUSH_INTERVAL_MS / 1000
         checkpoint_every = settings.PARLEY_CHECKPOINT_INTERVAL_MS / 1000
-        last_checkpoint = time.monotonic()
+        last_checkpoint = last_renewal = time.monotonic()
         while not await _wait(stop, flush_every):
             await self.flush()
             if time.monotonic() - last_checkpoint >= checkpoint_every:
                 last_checkpoint = time.monotonic()
                 await self.checkpoint()
+            if time.monotonic() - last_renewal >= livestate.LEASE_RENEW_SECONDS:
+                last_renewal = time.monotonic()
+                await livestate.lease_renew(self.redis, self.message_pk, self.lease)
 
 
 async def _wait(stop: asyncio.Event, seconds: float) -> bool:
@@ -126,18 +134,25 @@ async def stream_reply(message_pk: int) -> None:
 
 
 async def _stream_reply(message_pk: int) -> None:
-    claim = await database_sync_to_async(services.message_claim)(message_id=message_pk)
-    if claim is None:
-        return
-    message = claim.message
     async with livestate.redis_for_task() as redis:
-        await _stream_claimed(message, redis)
+        # The lease comes first: a redelivered or recovered task for a reply that a live
+        # worker is streaming must not restart it under that worker's feet.
+        lease = uuid.uuid4().hex
+        if not await livestate.lease_acquire(redis, message_pk, lease):
+            return
+        try:
+            claim = await database_sync_to_async(services.message_claim)(message_id=message_pk)
+            if claim is not None:
+                await _stream_claimed(claim.message, redis, lease)
+        finally:
+            await livestate.lease_release(redis, message_pk, lease)
 
 
-async def _stream_claimed(message, redis) -> None:
+async def _stream_claimed(message, redis, lease: str) -> None:
     message_pk = message.pk
     layer = get_channel_layer()
-    live = LiveReply(message=message, redis=redis, layer=layer)
+    live = LiveReply(message=message, redis=redis, layer=layer, lease=lease)
+    setup = await database_sync_to_async(reply_setup)(message=message)
     started = time.monotonic()
     first_token_at: float | None = None
     usage = Usage()
@@ -151,21 +166,61 @@ async def _stream_claimed(message, redis) -> None:
         ),
     )
 
+    async def run_tool(call: ToolCall) -> str:
+        return await database_sync_to_async(tools.run_tool)(setup.tool_context, call)
+
+    async def show_tool_activity() -> None:
+        """Tool calls and results appear in the bubble while the reply goes on."""
+        await live.flush()
+        seq = await livestate.live_append(redis, live.message_id, "")
+        message.content = live.content()
+        await events.publish_state(
+            layer,
+            group=live.group,
+            event=await database_sync_to_async(events.state_event)(
+                message=message, seq=seq, live_text=live.text
+            ),
+        )
+
     async def consume() -> None:
         nonlocal first_token_at, usage
-        request = await database_sync_to_async(request_for_reply)(message=message)
         api_key, base_url = await database_sync_to_async(services.reply_secret)(message=message)
         adapter = get_adapter(message.provider)
-        async with asyncio.timeout(settings.PARLEY_REPLY_TIMEOUT_SECONDS):
-            async for event in converse(adapter, request, api_key=api_key, base_url=base_url):
+        summary = None
+        # The history is read once, for the summary decision and for the request.
+        transcript = await database_sync_to_async(transcript_entries)(message=message)
+        plan = await database_sync_to_async(summaries.plan_summary)(
+            thread_id=message.thread_id, entries=transcript
+        )
+        if plan is not None:
+            summary = await summaries.ensure_summary(
+                plan, adapter=adapter, model=message.model, api_key=api_key,
+                base_url=base_url, redis=redis,
+            )  # fmt: skip
+        request = await database_sync_to_async(request_for_reply)(
+            message=message, summary=summary, transcript=transcript
+        )
+        guard = TurnGuard(own=setup.own_names, others=setup.other_names)
+        released = message.turn_id is None
+        stream = converse(adapter, request, api_key=api_key, base_url=base_url, run_tool=run_tool)
+        async with asyncio.timeout(settings.PARLEY_REPLY_TIMEOUT_SECONDS), aclosing(stream):
+            async for event in stream:
+                if not released:  # the response has begun: staggered siblings may start
+                    released = True
+                    await database_sync_to_async(orchestration.turn_release)(message_id=message_pk)
                 if isinstance(event, TextDelta) and event.text:
                     if first_token_at is None:
                         first_token_at = time.monotonic()
-                    live.add(event.text)
+                    checked = guard.feed(event.text)
+                    live.add(checked.text)
+                    if checked.ended:
+                        return  # it began another participant's turn: close the stream
                 elif isinstance(event, ToolCall | ToolResult):
                     live.add_part(event)
+                    await show_tool_activity()
                 elif isinstance(event, Usage):
                     usage = event
+        live.add(guard.finish().text)
 
     status, error = MessageStatus.DONE, ""
     # The helpers stop on an event, never by cancellation: a cancel landing inside
@@ -208,4 +263,20 @@ async def _stream_claimed(message, redis) -> None:
         group=live.group,
         event=await database_sync_to_async(events.state_event)(message=final, seq=final_seq),
     )
+    await events.publish_state(
+        layer,
+        group=live.group,
+        event=await database_sync_to_async(events.summary_strip_event)(
+            session_id=message.thread.session_id
+        ),
+    )
+    restart = status == MessageStatus.INTERRUPTED and await livestate.restart_requested(
+        redis, live.message_id
+    )
     await livestate.clear_cancel(redis, live.message_id)
+    if restart:  # "Apply now": the same reply again, with the session's new settings
+        await livestate.lease_release(redis, message_pk, lease)  # the rerun's task takes over
+        await database_sync_to_async(services.reply_rerun)(message=final)
+        return
+    if message.turn_id is not None:
+        await database_sync_to_async(orchestration.turn_advance)(turn_id=message.turn_id)

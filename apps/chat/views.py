@@ -3,16 +3,30 @@
 from __future__ import annotations
 
 from django.core.exceptions import ValidationError
+from django.http import HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 from django_htmx.http import HttpResponseClientRedirect
 
 from apps.chat import services
-from apps.chat.bubbles import render_bubbles
-from apps.chat.forms import MessageForm, SessionCreateForm
-from apps.chat.models import Thread
-from apps.chat.selectors import sessions_for_user, thread_messages, threads_for_user
+from apps.chat.bubbles import render_bubbles, summary_strip_context
+from apps.chat.exports import export_json, export_markdown
+from apps.chat.forms import (
+    MessageForm,
+    SessionCreateForm,
+    SessionSettingsForm,
+)
+from apps.chat.models import Session
+from apps.chat.selectors import (
+    inherited_messages,
+    messages_for_user,
+    sessions_for_user,
+    thread_in_flight_for_session,
+    thread_messages,
+    thread_tree,
+    threads_for_user,
+)
 from apps.providers.selectors import credentials_for_user
 
 
@@ -48,31 +62,134 @@ def thread_create(request, session):
 
 
 @require_POST
-def session_provider(request, session):
+def session_rename(request, session):
     session = get_object_or_404(sessions_for_user(user=request.user), public_id=session)
-    public_id = request.POST.get("credential") or ""
-    credential = None
-    if public_id:
-        credential = get_object_or_404(credentials_for_user(user=request.user), public_id=public_id)
-    services.session_set_provider(
-        session=session, credential=credential, model=request.POST.get("model", "")
+    try:  # the service validates the name
+        services.session_rename(session=session, name=request.POST.get("name", ""))
+    except ValidationError as exc:
+        return HttpResponse(" ".join(exc.messages), status=422)
+    return redirect("chat:session_list")
+
+
+@require_POST
+def session_delete(request, session):
+    session = get_object_or_404(sessions_for_user(user=request.user), public_id=session)
+    services.session_delete(session=session)
+    url = reverse("chat:session_list")
+    return HttpResponseClientRedirect(url) if request.htmx else redirect(url)
+
+
+def _settings_form(request, session, data=None):
+    return SessionSettingsForm(
+        data, session=session, credentials=credentials_for_user(user=request.user)
     )
-    return redirect("chat:session_detail", session=session.public_id)
+
+
+def session_settings(request, session):
+    """The settings modal: GET renders it, POST saves; while replies stream, ask how to apply."""
+    session = get_object_or_404(sessions_for_user(user=request.user), public_id=session)
+    if request.method == "GET":
+        form = _settings_form(request, session)
+        return render(request, "chat/_settings.html", {"session": session, "form": form})
+    if request.method != "POST":
+        return HttpResponse(status=405)
+    form = _settings_form(request, session, request.POST)
+    streaming = thread_in_flight_for_session(session=session)
+    apply = request.POST.get("apply", "")
+    if not form.is_valid() or (streaming and apply not in ("now", "next")):
+        context = {"session": session, "form": form, "ask_apply": form.is_valid() and streaming}
+        return render(request, "chat/_settings.html", context, status=422)
+    services.session_apply_settings(session=session, change=form.change(), apply_now=apply == "now")
+    thread = threads_for_user(user=request.user).filter(public_id=request.POST.get("thread"))
+    context = {**chat_context(session=session, thread=thread.first()), "saved": True}
+    response = render(request, "chat/_settings_saved.html", context)
+    response["HX-Trigger"] = "parley:settings-saved"
+    return response
+
+
+def chat_context(*, session, thread) -> dict:
+    """What the composer, the role picker and the summary strip show."""
+    return {
+        **summary_strip_context(session),
+        "thread": thread,
+        "links": services.session_links(session=session),
+    }
 
 
 @require_GET
 def thread_detail(request, thread):
     thread = get_object_or_404(threads_for_user(user=request.user), public_id=thread)
     session = thread.session
+    own = list(thread_messages(thread=thread).select_related("author"))
+    inherited = inherited_messages(thread=thread)
     context = {
-        "session": session,
-        "credentials": credentials_for_user(user=request.user),
-        "thread": thread,
-        "threads": Thread.objects.filter(session=session).order_by("-updated_at"),
-        "messages_html": render_bubbles(thread_messages(thread=thread).select_related("author")),
+        **chat_context(session=session, thread=thread),
+        "tree": thread_tree(session=session),
+        "inherited_html": render_bubbles(inherited, inherited=True),
+        "messages_html": render_bubbles(own),
         "form": MessageForm(),
     }
     return render(request, "chat/thread.html", context)
+
+
+@require_POST
+def thread_rename(request, thread):
+    thread = get_object_or_404(threads_for_user(user=request.user), public_id=thread)
+    try:  # the service validates the label
+        services.thread_rename(thread=thread, label=request.POST.get("label", ""))
+    except ValidationError as exc:
+        return HttpResponse(" ".join(exc.messages), status=422)
+    if not request.htmx:
+        return redirect("chat:thread_detail", thread=thread.public_id)
+    return render(request, "chat/_thread_label.html", {"thread": thread})
+
+
+@require_POST
+def thread_clear(request, thread):
+    thread = get_object_or_404(threads_for_user(user=request.user), public_id=thread)
+    services.thread_clear(thread=thread)
+    url = reverse("chat:thread_detail", kwargs={"thread": thread.public_id})
+    return HttpResponseClientRedirect(url) if request.htmx else redirect(url)
+
+
+@require_GET
+def thread_export(request, thread):
+    thread = get_object_or_404(threads_for_user(user=request.user), public_id=thread)
+    kind = request.GET.get("format", "md")
+    if kind not in ("md", "json"):
+        return HttpResponse("Choose format=md or format=json.", status=400)
+    if kind == "md":
+        body, filename = export_markdown(thread)
+        content_type = "text/markdown; charset=utf-8"
+    else:
+        body, filename = export_json(thread)
+        content_type = "application/json"
+    response = HttpResponse(body, content_type=content_type)
+    response["Content-Disposition"] = f'attachment; filename="{filename}"'
+    return response
+
+
+@require_POST
+def message_branch(request, message):
+    """Branch from here: a new thread whose history ends at this message."""
+    message = get_object_or_404(messages_for_user(user=request.user), public_id=message)
+    branch = services.thread_branch(thread=message.thread, message=message)
+    url = reverse("chat:thread_detail", kwargs={"thread": branch.public_id})
+    return HttpResponseClientRedirect(url) if request.htmx else redirect(url)
+
+
+@require_POST
+def message_edit(request, message):
+    """Send an edited user message again, as a new branch."""
+    message = get_object_or_404(messages_for_user(user=request.user), public_id=message)
+    try:
+        posted = services.message_edit(
+            message=message, author=request.user, text=request.POST.get("text", "")
+        )
+    except ValidationError as exc:
+        return HttpResponse(" ".join(exc.messages), status=422)
+    url = reverse("chat:thread_detail", kwargs={"thread": posted.redirect_to.public_id})
+    return HttpResponseClientRedirect(url) if request.htmx else redirect(url)
 
 
 @require_POST
@@ -85,16 +202,35 @@ def message_create(request, thread):
         posted = services.message_post(thread=thread, author=request.user, text=text)
     except ValidationError as exc:
         # Keep what the person typed: an error never loses their words.
-        context = {"thread": thread, "form": form, "error": " ".join(exc.messages)}
+        context = {
+            **chat_context(session=thread.session, thread=thread),
+            "form": form,
+            "error": " ".join(exc.messages),
+        }
         return render(request, "chat/_composer.html", context, status=422)
-    if not request.htmx:
-        return redirect("chat:thread_detail", thread=thread.public_id)
+    target = posted.redirect_to or thread
+    if posted.redirect_to is not None or not request.htmx:
+        url = reverse("chat:thread_detail", kwargs={"thread": target.public_id})
+        return HttpResponseClientRedirect(url) if request.htmx else redirect(url)
     context = {
-        "thread": thread,
+        **chat_context(session=Session.objects.get(pk=thread.session_id), thread=thread),
         "form": MessageForm(),
-        "appended_html": render_bubbles([posted.user_message, *posted.replies]),
+        "appended_html": render_bubbles(posted.messages),
     }
     return render(request, "chat/_composer.html", context)
+
+
+@require_POST
+def message_rerun(request, message):
+    """Retry a failed reply or regenerate any settled one; the bubble updates over the socket."""
+    message = get_object_or_404(messages_for_user(user=request.user), public_id=message)
+    try:
+        services.reply_rerun(message=message)
+    except ValidationError as exc:
+        return HttpResponse(" ".join(exc.messages), status=409)
+    if not request.htmx:
+        return redirect("chat:thread_detail", thread=message.thread.public_id)
+    return HttpResponse(status=204)
 
 
 @require_POST

@@ -70,16 +70,19 @@ def _error(exc: Exception) -> ProviderError:
 class AnthropicAdapter:
     kind = "anthropic"
     label = "Anthropic"
-    default_model = "claude-sonnet-4-5"
-    fallback_models = ("claude-opus-4-5", "claude-sonnet-4-5", "claude-haiku-4-5")
+    default_model = "claude-sonnet-5"
+    fallback_models = ("claude-opus-5", "claude-sonnet-5", "claude-haiku-4-5")
 
     async def stream(
         self, request: ChatRequest, *, api_key: str = "", base_url: str = ""
     ) -> AsyncIterator[StreamEvent]:
         try:
-            async with _client(api_key, base_url).messages.stream(
-                **to_anthropic(request)
-            ) as stream:
+            # Closing the client inside the loop: left to the garbage collector, it would try
+            # to close its connections after the reply's event loop has gone.
+            async with (
+                _client(api_key, base_url) as client,
+                client.messages.stream(**to_anthropic(request)) as stream,
+            ):
                 async for event in stream:
                     if event.type == "text" and event.text:
                         yield TextDelta(event.text)
@@ -100,7 +103,8 @@ class AnthropicAdapter:
 
     async def list_models(self, *, api_key: str = "", base_url: str = "") -> list[str]:
         try:
-            page = await _client(api_key, base_url, timeout=15).models.list(limit=100)
+            async with _client(api_key, base_url, timeout=15) as client:
+                page = await client.models.list(limit=100)
         except anthropic.APIError as exc:
             raise _error(exc) from exc
         return [model.id for model in page.data]

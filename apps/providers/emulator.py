@@ -84,7 +84,7 @@ class Emulator:
         self.cache_ttl = cache_ttl
         self.cache: dict[str, CacheEntry] = {}
         self.models = {
-            "anthropic": ["claude-sonnet-4-5", "claude-haiku-4-5"],
+            "anthropic": ["claude-sonnet-5", "claude-haiku-4-5"],
             "openai": ["gpt-4.1", "gpt-4.1-mini"],
             "gemini": ["gemini-2.5-flash", "gemini-2.5-pro"],
         }

@@ -81,33 +81,36 @@ class GeminiAdapter:
         finish, usage = None, Usage()
         calls: list[ToolCall] = []
         try:
-            stream = await _client(api_key, base_url).aio.models.generate_content_stream(
-                model=request.model, contents=to_gemini_contents(request.messages), config=config
-            )
-            async for chunk in stream:
-                for candidate in chunk.candidates or []:
-                    for part in (candidate.content.parts if candidate.content else None) or []:
-                        if part.text and not part.thought:
-                            yield TextDelta(part.text)
-                        if part.function_call:
-                            call = part.function_call
-                            calls.append(
-                                ToolCall(
-                                    id=call.id or f"call_{uuid.uuid4().hex[:12]}",
-                                    name=call.name or "",
-                                    arguments=dict(call.args or {}),
+            async with _client(api_key, base_url).aio as client:  # closed inside the loop
+                stream = await client.models.generate_content_stream(
+                    model=request.model,
+                    contents=to_gemini_contents(request.messages),
+                    config=config,
+                )
+                async for chunk in stream:
+                    for candidate in chunk.candidates or []:
+                        for part in (candidate.content.parts if candidate.content else None) or []:
+                            if part.text and not part.thought:
+                                yield TextDelta(part.text)
+                            if part.function_call:
+                                call = part.function_call
+                                calls.append(
+                                    ToolCall(
+                                        id=call.id or f"call_{uuid.uuid4().hex[:12]}",
+                                        name=call.name or "",
+                                        arguments=dict(call.args or {}),
+                                    )
                                 )
-                            )
-                    if candidate.finish_reason:
-                        finish = candidate.finish_reason.value
-                meta = chunk.usage_metadata
-                if meta:
-                    cached = meta.cached_content_token_count or 0
-                    usage = Usage(
-                        input_tokens=(meta.prompt_token_count or 0) - cached,
-                        output_tokens=meta.candidates_token_count or 0,
-                        cache_read_tokens=cached,
-                    )
+                        if candidate.finish_reason:
+                            finish = candidate.finish_reason.value
+                    meta = chunk.usage_metadata
+                    if meta:
+                        cached = meta.cached_content_token_count or 0
+                        usage = Usage(
+                            input_tokens=(meta.prompt_token_count or 0) - cached,
+                            output_tokens=meta.candidates_token_count or 0,
+                            cache_read_tokens=cached,
+                        )
         except Exception as exc:
             raise _error(exc) from exc
         for call in calls:
@@ -117,8 +120,9 @@ class GeminiAdapter:
 
     async def list_models(self, *, api_key: str = "", base_url: str = "") -> list[str]:
         try:
-            pager = await _client(api_key, base_url, timeout_ms=15_000).aio.models.list()
-            return [model.name.removeprefix("models/") async for model in pager]
+            async with _client(api_key, base_url, timeout_ms=15_000).aio as client:
+                pager = await client.models.list()
+                return [model.name.removeprefix("models/") async for model in pager]
         except Exception as exc:
             raise _error(exc) from exc
 

@@ -80,13 +80,15 @@ class OpenAIAdapter:
         finish = None
         usage = Usage()
         try:
-            stream = await self._client(api_key, base_url).chat.completions.create(
+            client = self._client(api_key, base_url)
+            stream = await client.chat.completions.create(
                 **to_openai(request),
                 max_tokens=request.max_tokens,
                 stream=True,
                 stream_options={"include_usage": True},
             )
-            async with stream:
+            # Close the client inside the loop, not at garbage collection after it has gone.
+            async with client, stream:
                 async for chunk in stream:
                     if chunk.usage:
                         details = chunk.usage.prompt_tokens_details
@@ -123,7 +125,8 @@ class OpenAIAdapter:
 
     async def list_models(self, *, api_key: str = "", base_url: str = "") -> list[str]:
         try:
-            page = await self._client(api_key, base_url, timeout=15).models.list()
+            async with self._client(api_key, base_url, timeout=15) as client:
+                page = await client.models.list()
         except openai.APIError as exc:
             raise _error(exc, self.label) from exc
         return sorted(model.id for model in page.data)

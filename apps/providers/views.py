@@ -73,6 +73,8 @@ def credential_models(request):
         credential = get_object_or_404(credentials_for_user(user=request.user), public_id=public_id)
     models = services.credential_models(credential=credential)
     selected = request.GET.get("model", "")
+    if selected and selected not in models:  # a model typed elsewhere stays selectable
+        models = [selected, *models]
     return render(
         request, "providers/_model_options.html", {"models": models, "selected": selected}
     )

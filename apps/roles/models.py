@@ -25,10 +25,28 @@ class Role(models.Model):
         default=False, help_text="Answers after the others in a fan-out, seeing their answers."
     )
     can_write = models.BooleanField(default=False, help_text="May use write tools.")
-    model_override = models.CharField(max_length=120, blank=True)
+    model_override = models.CharField(
+        max_length=120, blank=True, help_text="Used in every session that sets no model for it."
+    )
+    pack = models.SlugField(max_length=60, blank=True, help_text="The role pack it came from.")
 
     class Meta:
         ordering = ["sort_order", "handle"]
+
+    def __str__(self) -> str:
+        return f"@{self.handle}"
+
+
+class RoleGroup(models.Model):
+    """A shorthand handle that addresses several roles at once, e.g. @all-creatives."""
+
+    handle = models.CharField(max_length=40, unique=True, validators=[handle_validator])
+    display_name = models.CharField(max_length=80)
+    members = models.ManyToManyField(Role, related_name="groups")
+    pack = models.SlugField(max_length=60, blank=True)
+
+    class Meta:
+        ordering = ["handle"]
 
     def __str__(self) -> str:
         return f"@{self.handle}"

@@ -60,11 +60,13 @@
   });
   document.addEventListener("keydown", function (evt) {
     const area = evt.target;
-    if (area.id !== "composer-text") return;
-    if (evt.key === "Enter" && !evt.shiftKey && !evt.isComposing) {
+    if (area.id === "composer-text" && mentionKeys(evt, area)) return;
+    if (area.id === "composer-text" && evt.key === "Enter" && !evt.shiftKey && !evt.isComposing) {
       evt.preventDefault();
       if (area.value.trim()) htmx.trigger(area.form, "submit");
+      return;
     }
+    if (evt.key === "Escape" && !evt.defaultPrevented) escapePressed(evt);
   });
   document.addEventListener("htmx:afterSwap", function (evt) {
     if (evt.detail.target && evt.detail.target.id === "composer") {
@@ -72,6 +74,209 @@
       if (area) { grow(area); area.focus(); }
     }
   });
+  // ---- Esc: close what is open, otherwise stop every reply of the thread. ----
+  function escapePressed(evt) {
+    const target = evt.target;
+    const rename = target.closest && target.closest(".rename-form");
+    if (rename) { closeRename(rename, true); evt.preventDefault(); return; }
+    const edit = target.closest && target.closest(".msg-edit");
+    if (edit) { edit.hidden = true; evt.preventDefault(); return; }
+    if (document.querySelector("dialog[open]")) return; // the dialog closes itself
+    const stop = document.getElementById("stop-button");
+    if (stop) { evt.preventDefault(); stop.click(); }
+  }
+
+  // ---- Role picker chips and @ autocomplete. ----
+  function insertAtCaret(area, text) {
+    const start = area.selectionStart, end = area.selectionEnd;
+    const before = area.value.slice(0, start);
+    const spacer = before && !/\s$/.test(before) ? " " : "";
+    area.value = before + spacer + text + area.value.slice(end);
+    const caret = (before + spacer + text).length;
+    area.setSelectionRange(caret, caret);
+    grow(area);
+    area.focus();
+  }
+  document.addEventListener("click", function (evt) {
+    const chip = evt.target.closest(".role-picker .chip[data-handle]");
+    if (!chip) return;
+    const area = document.getElementById("composer-text");
+    if (area) insertAtCaret(area, "@" + chip.dataset.handle + " ");
+  });
+
+  function mentionCandidates() {
+    const picker = document.getElementById("role-picker");
+    try { return JSON.parse(picker.dataset.mentions); } catch (e) { return []; }
+  }
+  function mentionQuery(area) {
+    const before = area.value.slice(0, area.selectionStart);
+    const match = /(^|[\s(])@([\w-]*)$/.exec(before);
+    return match ? match[2].toLowerCase() : null;
+  }
+  let mentionIndex = 0;
+  function mentionList() { return document.getElementById("mention-list"); }
+  function closeMentions() {
+    const list = mentionList();
+    if (list) { list.hidden = true; list.innerHTML = ""; }
+    const area = document.getElementById("composer-text");
+    if (area) area.removeAttribute("aria-activedescendant");
+  }
+  function renderMentions(area) {
+    const list = mentionList();
+    if (!list) return;
+    const query = mentionQuery(area);
+    if (query === null) { closeMentions(); return; }
+    const found = mentionCandidates().filter(function (c) {
+      return c.handle.indexOf(query) === 0 || c.name.toLowerCase().indexOf(query) !== -1;
+    });
+    // Nothing to offer, or the handle is already complete: Enter should send.
+    if (!found.length || (found.length === 1 && found[0].handle === query)) { closeMentions(); return; }
+    mentionIndex = Math.min(mentionIndex, found.length - 1);
+    list.innerHTML = "";
+    found.forEach(function (c, i) {
+      const item = document.createElement("li");
+      item.id = "mention-" + c.handle;
+      item.setAttribute("role", "option");
+      item.dataset.handle = c.handle;
+      item.setAttribute("aria-selected", i === mentionIndex ? "true" : "false");
+      item.textContent = c.icon + " @" + c.handle + " — " + c.name + (c.muted ? " (muted)" : "");
+      list.appendChild(item);
+    });
+    list.hidden = false;
+    area.setAttribute("aria-activedescendant", "mention-" + found[mentionIndex].handle);
+  }
+  function pickMention(area, handle) {
+    const before = area.value.slice(0, area.selectionStart);
+    const start = before.lastIndexOf("@");
+    area.setSelectionRange(start, area.selectionStart);
+    area.value = area.value.slice(0, start) + area.value.slice(area.selectionEnd);
+    area.setSelectionRange(start, start);
+    insertAtCaret(area, "@" + handle + " ");
+    closeMentions();
+  }
+  function mentionKeys(evt, area) {
+    const list = mentionList();
+    if (!list || list.hidden) return false;
+    const items = list.querySelectorAll("[role=option]");
+    if (evt.key === "ArrowDown" || evt.key === "ArrowUp") {
+      evt.preventDefault();
+      mentionIndex = (mentionIndex + (evt.key === "ArrowDown" ? 1 : -1) + items.length) % items.length;
+      renderMentions(area);
+      return true;
+    }
+    if (evt.key === "Enter" || evt.key === "Tab") {
+      evt.preventDefault();
+      pickMention(area, items[mentionIndex].dataset.handle);
+      return true;
+    }
+    if (evt.key === "Escape") { evt.preventDefault(); closeMentions(); return true; }
+    return false;
+  }
+  document.addEventListener("input", function (evt) {
+    if (evt.target.id === "composer-text") { mentionIndex = 0; renderMentions(evt.target); }
+  });
+  document.addEventListener("mousedown", function (evt) {
+    const option = evt.target.closest("#mention-list [role=option]");
+    if (!option) return;
+    evt.preventDefault();
+    pickMention(document.getElementById("composer-text"), option.dataset.handle);
+  });
+  document.addEventListener("focusout", function (evt) {
+    // Close after a moment (a click on an option lands first), unless focus came back.
+    const area = evt.target;
+    if (area.id === "composer-text") {
+      setTimeout(function () { if (document.activeElement !== area) closeMentions(); }, 150);
+    }
+  });
+
+  // ---- Inline rename: Enter saves, Esc cancels. ----
+  function closeRename(form, restore) {
+    const input = form.querySelector("input[name]");
+    if (restore && input) input.value = input.dataset.original || "";
+    form.hidden = true;
+    const owner = form.parentElement;
+    owner.querySelectorAll(":scope > a, :scope > .session-main, :scope > .row-actions .rename-toggle, :scope > .rename-toggle")
+      .forEach(function (el) { el.hidden = false; });
+    const toggle = owner.querySelector(".rename-toggle");
+    if (restore && toggle) toggle.focus();
+  }
+  document.addEventListener("click", function (evt) {
+    const toggle = evt.target.closest(".rename-toggle");
+    if (!toggle) return;
+    const owner = toggle.closest("li");
+    const form = owner.querySelector(".rename-form");
+    owner.querySelectorAll(":scope > a, :scope > .session-main").forEach(function (el) { el.hidden = true; });
+    form.hidden = false;
+    const input = form.querySelector("input[name]");
+    input.focus();
+    input.select();
+  });
+  document.addEventListener("htmx:afterRequest", function (evt) {
+    const form = evt.detail.elt.closest && evt.detail.elt.closest(".rename-form");
+    if (!form) return;
+    if (evt.detail.successful) {
+      const input = form.querySelector("input[name]");
+      input.dataset.original = input.value;
+      closeRename(form, false);
+    }
+  });
+
+  // ---- Edit and resend (as a branch). ----
+  document.addEventListener("click", function (evt) {
+    const toggle = evt.target.closest(".edit-toggle");
+    if (toggle) {
+      const form = document.getElementById(toggle.getAttribute("aria-controls"));
+      form.hidden = !form.hidden;
+      toggle.setAttribute("aria-expanded", String(!form.hidden));
+      if (!form.hidden) form.querySelector("textarea").focus();
+      return;
+    }
+    const cancel = evt.target.closest(".edit-cancel");
+    if (cancel) cancel.closest(".msg-edit").hidden = true;
+  });
+
+  // ---- Confirmation for plain forms, dialogs. ----
+  document.addEventListener("submit", function (evt) {
+    const question = evt.target.dataset && evt.target.dataset.confirm;
+    if (question && !window.confirm(question)) evt.preventDefault();
+  });
+  document.addEventListener("click", function (evt) {
+    const opener = evt.target.closest("[data-opens]");
+    if (opener) {
+      const dialog = document.getElementById(opener.dataset.opens);
+      if (dialog && !dialog.open) dialog.showModal();
+    }
+    const closer = evt.target.closest("[data-closes]");
+    if (closer) document.getElementById(closer.dataset.closes).close();
+  });
+  document.addEventListener("parley:settings-saved", function () {
+    setTimeout(function () {
+      const dialog = document.getElementById("settings-dialog");
+      if (dialog && dialog.open) dialog.close();
+    }, 600);
+  });
+
+  // ---- Streaming bubbles show how much has arrived. ----
+  function updateCounts() {
+    document.querySelectorAll(".char-count[data-for]").forEach(function (count) {
+      const text = document.getElementById(count.dataset.for);
+      if (text) count.textContent = text.textContent.length;
+    });
+  }
+  document.addEventListener("htmx:wsAfterMessage", updateCounts);
+
+  // A routing suggestion pre-fills the composer; the person edits it and sends it.
+  document.addEventListener("click", function (evt) {
+    const button = evt.target.closest("button.suggestion[data-prefill]");
+    if (!button) return;
+    const area = document.getElementById("composer-text");
+    if (!area) return;
+    area.value = button.dataset.prefill + " ";
+    grow(area);
+    area.focus();
+    area.setSelectionRange(area.value.length, area.value.length);
+  });
+
   document.addEventListener("DOMContentLoaded", function () {
     stickToBottom = true;
     followIfSticking();

@@ -5,6 +5,7 @@ from django.test import Client
 from django.urls import reverse
 
 from apps.chat.models import Message, MessageStatus, Session
+from tests.conftest import FILM_CREW
 
 
 @pytest.fixture
@@ -87,7 +88,10 @@ def test_creating_a_session_opens_its_first_thread(as_alice, roles):
     assert response["Location"] == reverse(
         "chat:thread_detail", kwargs={"thread": session.active_thread.public_id}
     )
-    assert [link.role.handle for link in session.session_roles.all()] == ["assistant"]
+    handles = session.session_roles.order_by("role__sort_order").values_list(
+        "role__handle", flat=True
+    )
+    assert list(handles) == FILM_CREW
 
 
 @pytest.mark.django_db(transaction=True)

@@ -8,6 +8,8 @@ import time
 import urllib.request
 from pathlib import Path
 
+import pytest
+
 from config.embedded_redis import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -33,7 +35,10 @@ def alive(pid: int) -> bool:
     return state != "Z"
 
 
-def test_the_launcher_serves_the_app_and_ctrl_c_stops_every_child(tmp_path):
+@pytest.mark.parametrize("stop", [signal.SIGINT, signal.SIGKILL], ids=["ctrl-c", "killed"])
+def test_the_launcher_serves_the_app_and_stopping_it_stops_every_child(tmp_path, stop):
+    """Ctrl-C stops the children in order; if the launcher is killed outright, they get
+    SIGTERM from the kernel (PR_SET_PDEATHSIG) instead of living on."""
     port = free_port()
     env = {
         key: value
@@ -64,7 +69,9 @@ def test_the_launcher_serves_the_app_and_ctrl_c_stops_every_child(tmp_path):
         children = children_of(launcher.pid)
         assert len(children) >= 3  # redis-server, celery worker, daphne
     finally:
-        launcher.send_signal(signal.SIGINT)
+        launcher.send_signal(stop)
         launcher.wait(timeout=60)
-    time.sleep(0.5)
+    deadline = time.monotonic() + 30
+    while [pid for pid in children if alive(pid)] and time.monotonic() < deadline:
+        time.sleep(0.2)
     assert not [pid for pid in children if alive(pid)]

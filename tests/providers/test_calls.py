@@ -137,5 +137,5 @@ async def test_tool_rounds_are_bounded(emulator):
 
 
 def test_default_max_tokens_is_never_tiny():
-    assert default_max_tokens("claude-sonnet-4-5") >= 8192
+    assert default_max_tokens("claude-sonnet-5") >= 8192
     assert default_max_tokens("some-local-model") == 4096

@@ -80,7 +80,7 @@ def test_a_credential_test_lists_the_models(credential, as_alice):
     options = as_alice.get(
         reverse("providers:credential_models"), {"credential": credential.public_id}
     ).content.decode()
-    assert '<option value="claude-sonnet-4-5"' in options
+    assert '<option value="claude-sonnet-5"' in options
 
 
 def test_a_wrong_base_url_and_an_unreachable_server_get_clear_messages(alice):
@@ -160,7 +160,7 @@ def test_a_reply_streams_from_the_provider_of_the_sessions_credential(
     import time
 
     session_set_provider(
-        session=alice_thread.session, credential=credential, model="claude-sonnet-4-5"
+        session=alice_thread.session, credential=credential, model="claude-sonnet-5"
     )
     emulator.script(Script(text="Hello from a **real** adapter.", provider="anthropic"))
     posted = message_post(thread=alice_thread, author=alice, text="Hi there")
@@ -170,7 +170,7 @@ def test_a_reply_streams_from_the_provider_of_the_sessions_credential(
         if reply.status not in (MessageStatus.QUEUED, MessageStatus.STREAMING):
             break
         time.sleep(0.1)
-    assert (reply.status, reply.provider, reply.model) == ("done", "anthropic", "claude-sonnet-4-5")
+    assert (reply.status, reply.provider, reply.model) == ("done", "anthropic", "claude-sonnet-5")
     assert reply.text == "Hello from a **real** adapter."
     assert reply.usage["output"] > 0
     sent = emulator.requests[-1]
@@ -178,5 +178,18 @@ def test_a_reply_streams_from_the_provider_of_the_sessions_credential(
         sent.headers.get("authorization") == f"Bearer {SECRET}"
         or sent.headers.get("x-api-key") == SECRET
     )
-    assert sent.body["messages"][0]["content"][0]["text"] == "[alice]: Hi there"
+    assert sent.body["messages"][0]["content"][0]["text"] == "[User]: Hi there"
     assert Message.objects.filter(thread=alice_thread).count() == 2
+
+
+def test_the_key_never_appears_in_exports_or_settings(alice, alice_thread, credential, as_alice):
+    session_set_provider(session=alice_thread.session, credential=credential, model="m")
+    message_post(thread=alice_thread, author=alice, text="hello")
+    export = reverse("chat:thread_export", kwargs={"thread": alice_thread.public_id})
+    for url in (
+        export + "?format=md",
+        export + "?format=json",
+        reverse("chat:session_settings", kwargs={"session": alice_thread.session.public_id}),
+        reverse("chat:thread_detail", kwargs={"thread": alice_thread.public_id}),
+    ):
+        assert SECRET not in as_alice.get(url).content.decode(), url

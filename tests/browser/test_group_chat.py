@@ -1,0 +1,401 @@
+"""The group chat as a person meets it, in headless Chromium against daphne and a real worker."""
+
+from __future__ import annotations
+
+import os
+import re
+import threading
+from pathlib import Path
+
+import pytest
+from django.conf import settings
+from playwright.sync_api import expect
+
+from apps.chat.models import Message, MessageStatus, Session
+from apps.chat.services import session_create
+from apps.providers.emulator import Script
+from apps.roles.models import Role
+from tests.browser.test_live_chat import log_in
+
+pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+
+
+@pytest.fixture
+def chat(page, alice, roles):
+    """Alice logged in, on the first thread of a fresh session."""
+    session = session_create(owner=alice, name="Harbour film")
+    log_in(page)
+    page.goto(f"/t/{session.active_thread.public_id}/")
+    page.session = session
+    return page
+
+
+def off_the_event_loop(function) -> None:
+    """Run a service that publishes to the channel layer: Playwright's sync API keeps an event
+    loop in this thread, where async_to_sync refuses to run."""
+    errors = []
+
+    def run():
+        try:
+            function()
+        except Exception as exc:  # re-raised in the test's thread
+            errors.append(exc)
+
+    worker = threading.Thread(target=run)
+    worker.start()
+    worker.join(30)
+    if errors:
+        raise errors[0]
+
+
+def send(page, text: str) -> None:
+    box = page.get_by_role("textbox", name="Message", exact=True)
+    box.fill(text)
+    box.press("Enter")
+    expect(box).to_have_value("")
+
+
+def bubble(page, speaker: str):
+    return page.locator(f"#transcript article[data-speaker={speaker}]")
+
+
+def wait_done(locator, timeout=20_000):
+    expect(locator).to_have_attribute("data-status", "done", timeout=timeout)
+
+
+def test_two_mentions_the_visual_architect_first_and_the_director_after(chat, fast_demo):
+    send(chat, "@director @visual_architect how should the harbour scene open?")
+    visual, director = bubble(chat, "visual_architect"), bubble(chat, "director")
+    wait_done(director)
+    wait_done(visual)
+    speakers = chat.locator("#transcript article").evaluate_all(
+        "els => els.map(e => e.dataset.speaker)"
+    )
+    assert speakers == ["user", "visual_architect", "director"]
+    replies = {m.speaker: m for m in Message.objects.exclude(speaker="user")}
+    assert replies["director"].started_at >= replies["visual_architect"].finished_at
+    expect(chat.get_by_role("article", name=re.compile("Director"))).to_contain_text(
+        "Demo reply from Director"
+    )
+
+    # A follow-up without a mention goes to the last role addressed by name.
+    expect(chat.locator("#addressing")).to_contain_text("@visual_architect")
+    send(chat, "and what colour is the light?")
+    expect(bubble(chat, "visual_architect")).to_have_count(2)
+    expect(bubble(chat, "director")).to_have_count(1)
+
+
+def test_mute_then_all_skips_the_muted_role(chat, fast_demo):
+    send(chat, "/mute @sound_designer")
+    expect(chat.get_by_role("article", name="Parley")).to_contain_text("@sound_designer muted")
+    expect(
+        chat.get_by_role("group", name="Roles").get_by_role("button", name="@sound_designer")
+    ).to_have_class(re.compile("chip--muted"))
+    send(chat, "@all one word each")
+    wait_done(bubble(chat, "director"))
+    speakers = set(
+        chat.locator("#transcript article.msg--role").evaluate_all(
+            "els => els.map(e => e.dataset.speaker)"
+        )
+    )
+    assert speakers == {"assistant", "editorial_architect", "visual_architect", "actor_agent",
+                        "director"}  # fmt: skip
+
+
+def test_escape_stops_a_fan_out(chat, slow_demo):
+    send(chat, "@all take your time")
+    expect(bubble(chat, "visual_architect")).to_contain_text("Demo reply", timeout=10_000)
+    chat.get_by_role("textbox", name="Message", exact=True).press("Escape")
+    for speaker in ("assistant", "editorial_architect", "visual_architect", "director"):
+        expect(bubble(chat, speaker)).to_have_attribute("data-status", "interrupted", timeout=5_000)
+    assert not Message.objects.filter(status__in=["queued", "streaming"]).exists()
+    partial = Message.objects.get(speaker="visual_architect")
+    assert partial.text and partial.status == MessageStatus.INTERRUPTED
+    expect(bubble(chat, "visual_architect").get_by_role("button", name="Retry")).to_be_visible()
+
+
+def test_branch_from_here_shows_the_history_up_to_that_message(chat, fast_demo):
+    send(chat, "First question about the harbour")
+    wait_done(bubble(chat, "assistant"))
+    send(chat, "Second question about the market")
+    wait_done(bubble(chat, "assistant").nth(1))
+    first_reply = bubble(chat, "assistant").first
+    first_reply.get_by_role("button", name="Branch from here").click()
+    expect(chat).not_to_have_url(re.compile(str(chat.session.active_thread.public_id)))
+    current = chat.locator(".thread-tree a[aria-current=page]")
+    expect(current).to_contain_text("· branch")
+    history = chat.get_by_role("region", name="History from the parent thread")
+    expect(history.locator("article")).to_have_count(2)
+    expect(history).to_contain_text("First question")
+    expect(history).not_to_contain_text("Second question")
+    send(chat, "A new direction")
+    wait_done(bubble(chat, "assistant"))
+    expect(chat.locator(".thread-tree li")).to_have_count(2)
+
+
+def test_inline_rename_enter_saves_and_escape_cancels(chat, fast_demo):
+    item = chat.locator(".thread-tree li").first
+    item.get_by_role("button", name="Rename").click()
+    field = item.get_by_role("textbox", name="Thread name")
+    expect(field).to_be_focused()
+    field.fill("Harbour plans")
+    field.press("Enter")
+    expect(item.locator("a")).to_contain_text("Harbour plans")
+    expect(chat.locator(".chat-title")).to_contain_text("Harbour plans")
+    item.get_by_role("button", name="Rename").click()
+    field.fill("Something else")
+    field.press("Escape")
+    expect(field).to_be_hidden()
+    expect(item.locator("a")).to_contain_text("Harbour plans")
+    chat.reload()
+    expect(chat.locator(".thread-tree li a").first).to_contain_text("Harbour plans")
+
+
+def test_role_chips_and_mention_autocomplete(chat, fast_demo):
+    box = chat.get_by_role("textbox", name="Message", exact=True)
+    chat.get_by_role("group", name="Roles").get_by_role("button", name="@visual_architect").click()
+    expect(box).to_have_value("@visual_architect ")
+    expect(box).to_be_focused()
+    box.fill("")
+    box.press_sequentially("Ask @dir")
+    listbox = chat.get_by_role("listbox", name="Roles to mention")
+    expect(listbox).to_be_visible()
+    expect(listbox.get_by_role("option")).to_have_count(1)
+    box.press("Enter")  # picks, does not send
+    expect(box).to_have_value("Ask @director ")
+    expect(listbox).to_be_hidden()
+    box.press_sequentially("and @")
+    expect(listbox.get_by_role("option").first).to_be_visible()
+    box.press("ArrowDown")
+    box.press("Tab")
+    expect(box).to_have_value("Ask @director and @director ")
+    box.press_sequentially("@")
+    expect(listbox).to_be_visible()
+    box.press("Escape")  # closes the list and stops nothing
+    expect(listbox).to_be_hidden()
+    expect(box).to_be_focused()
+
+
+def test_settings_apply_on_next_turn_during_a_stream(chat, slow_demo, emulated_anthropic):
+    send(chat, "Tell me about the harbour")
+    reply = bubble(chat, "assistant")
+    expect(reply).to_have_attribute("data-status", "streaming", timeout=10_000)
+    chat.get_by_role("button", name="Session settings").click()
+    dialog = chat.get_by_role("dialog")
+    expect(dialog.get_by_role("heading", name="Session settings")).to_be_visible()
+    model = dialog.get_by_label("Model", exact=True)
+    expect(model.locator("option")).to_have_text(["demo-1"])
+    dialog.get_by_label("Credential", exact=True).select_option(
+        label="Emulated Anthropic · Anthropic"
+    )
+    expect(model.locator("option", has_text="claude-haiku-4-5")).to_have_count(1)  # reloaded
+    model.select_option("claude-haiku-4-5")
+    dialog.get_by_label("Your persona").fill("I make documentaries.")
+    dialog.get_by_label("Addressing").select_option("broadcast")
+    dialog.get_by_role("button", name="Save").click()
+    expect(dialog.get_by_role("button", name="Apply now (restart stream)")).to_be_visible()
+    dialog.get_by_role("button", name="Apply on next turn").click()
+    expect(dialog).to_be_hidden(timeout=5_000)
+    expect(chat.locator("#addressing")).to_contain_text("Broadcast")
+    wait_done(reply)
+    session = Session.objects.get(pk=chat.session.pk)
+    assert (session.persona, session.addressing_mode) == ("I make documentaries.", "broadcast")
+    assert (session.credential, session.model) == (emulated_anthropic, "claude-haiku-4-5")
+    message = Message.objects.get(speaker="assistant")
+    assert message.alternatives == [] and message.attempt == 1  # it ran once, unchanged
+    assert message.provider == "demo"
+    expect(chat.locator("#summary-strip")).to_contain_text("Emulated Anthropic")
+
+
+def test_leave_during_a_stream_and_come_back_to_the_finished_reply(chat, slow_demo):
+    send(chat, "Write me something long")
+    expect(bubble(chat, "assistant")).to_have_attribute("data-status", "streaming", timeout=10_000)
+    url = chat.url
+    chat.goto("/")
+    expect(chat.get_by_role("heading", name="Your sessions")).to_be_visible()
+    reply = Message.objects.get(speaker="assistant")
+    for _ in range(200):
+        reply.refresh_from_db()
+        if reply.status == MessageStatus.DONE:
+            break
+        chat.wait_for_timeout(100)
+    chat.goto(url)
+    wait_done(bubble(chat, "assistant"), timeout=5_000)
+    expect(bubble(chat, "assistant")).to_contain_text("Close the tab and come back")
+
+
+def test_session_rename_and_delete_with_confirmation(page, alice, roles):
+    session_create(owner=alice, name="Old name")
+    log_in(page)
+    row = page.locator(".session-row").first
+    row.get_by_role("button", name="Rename").click()
+    field = row.get_by_role("textbox", name="Session name")
+    field.fill("New name")
+    field.press("Enter")
+    expect(page.get_by_role("link", name="New name")).to_be_visible()
+    page.once("dialog", lambda dialog: dialog.dismiss())
+    page.get_by_role("button", name="Delete").click()
+    expect(page.get_by_role("link", name="New name")).to_be_visible()
+    assert Session.objects.filter(name="New name").exists()
+    page.once("dialog", lambda dialog: dialog.accept())
+    page.get_by_role("button", name="Delete").click()
+    expect(page.get_by_role("link", name="New name")).to_have_count(0)
+    assert not Session.objects.exists()
+
+
+HOSTILE = '<img src=x onerror="window.__pwned=1"><script>window.__pwned=2</script>'
+
+
+def test_hostile_html_is_shown_as_text_and_never_runs(
+    page, alice, roles, emulated_anthropic, emulator, fast_demo
+):
+    Role.objects.filter(handle="visual_architect").update(
+        display_name=f"Visual {HOSTILE}", icon="<b>"
+    )
+    session = session_create(owner=alice, name=f"Session {HOSTILE}")
+    thread = session.active_thread
+    thread.label = f"Label {HOSTILE}"
+    thread.save()
+    session.credential = emulated_anthropic
+    session.save()
+    emulator.script(
+        Script(
+            text=f"Model says {HOSTILE} and [click](javascript:window.__pwned=3) "
+            '<a href="#" onclick="window.__pwned=4">x</a>',
+            provider="anthropic",
+        )
+    )
+    dialogs = []
+    page.on("dialog", lambda dialog: (dialogs.append(dialog.message), dialog.dismiss()))
+    log_in(page)
+    page.goto(f"/t/{thread.public_id}/")
+    send(page, f"@visual_architect {HOSTILE}")
+    reply = bubble(page, "visual_architect")
+    wait_done(reply)
+    expect(page.get_by_role("article", name="You")).to_contain_text(
+        "<script>window.__pwned=2</script>"
+    )
+    expect(reply).to_contain_text("Model says")
+    expect(page.locator(".thread-tree")).to_contain_text("<script>")
+    expect(reply.locator(".speaker")).to_contain_text("<script>")
+    page.reload()  # the stored, re-rendered versions too
+    wait_done(bubble(page, "visual_architect"))
+    page.locator("#transcript a").evaluate_all("els => els.forEach(e => e.click())")
+    assert page.evaluate("window.__pwned") is None
+    assert page.locator("#transcript script, #transcript img[onerror]").count() == 0
+    assert dialogs == []
+
+
+def test_screenshots_in_light_and_dark(chat, fast_demo):
+    """Screenshots for the README: into docs/ with PARLEY_SCREENSHOTS=1, else into var/."""
+    target = (
+        Path(settings.BASE_DIR / "docs")
+        if os.environ.get("PARLEY_SCREENSHOTS")
+        else (Path(settings.VAR_DIR) / "screenshots")
+    )
+    target.mkdir(parents=True, exist_ok=True)
+    from apps.chat import services
+
+    def another_thread_with_a_branch():
+        other = services.thread_create(session=chat.session)
+        services.thread_rename(thread=other, label="Sound palette for the market")
+        first = services.message_post(thread=other, author=chat.session.owner, text="Sounds?")
+        services.thread_branch(thread=other, message=first.user_message)
+
+    off_the_event_loop(another_thread_with_a_branch)
+    chat.reload()  # the sidebar now shows the other thread and its branch
+    chat.set_viewport_size({"width": 1280, "height": 900})
+    send(chat, "@visual_architect @director how should the harbour scene at dawn open?")
+    wait_done(bubble(chat, "director"))
+    current = chat.locator(".thread-tree li:has(a[aria-current=page])")
+    current.get_by_role("button", name="Rename").click()
+    field = current.get_by_role("textbox", name="Thread name")
+    field.fill("Harbour at dawn")
+    field.press("Enter")
+    expect(chat.locator(".chat-title")).to_contain_text("Harbour at dawn")
+    box = chat.get_by_role("textbox", name="Message", exact=True)
+    box.fill("")
+    box.press_sequentially("What should we hear, @sou")
+    chat.evaluate("window.scrollTo(0, 0)")
+    expect(chat.get_by_role("listbox", name="Roles to mention")).to_be_visible()
+    chat.emulate_media(color_scheme="light")
+    chat.screenshot(path=str(target / "chat-light.png"))
+    chat.emulate_media(color_scheme="dark")
+    chat.set_viewport_size({"width": 420, "height": 860})
+    chat.screenshot(path=str(target / "chat-dark.png"))
+    assert (target / "chat-light.png").stat().st_size > 10_000
+
+
+def test_a_routing_suggestion_prefills_the_composer(
+    page, alice, roles, emulated_anthropic, emulator
+):
+    session = session_create(owner=alice, name="Suggestions")
+    session.credential = emulated_anthropic
+    session.save()
+    arguments = {"handle": "sound_designer", "message": "What does the harbour sound like?"}
+    emulator.script(
+        Script(text="", tool_calls=[{"name": "suggest_route", "arguments": arguments}]),
+        Script(text="That is a question for the sound designer."),
+    )
+    log_in(page)
+    page.goto(f"/t/{session.active_thread.public_id}/")
+    send(page, "What should the harbour sound like?")
+    reply = bubble(page, "assistant")
+    wait_done(reply)
+    expect(reply.get_by_role("list", name="Tools used")).to_contain_text("suggest_route")
+    reply.get_by_role("button", name="Ask @sound_designer").click()
+    box = page.get_by_role("textbox", name="Message", exact=True)
+    expect(box).to_have_value("@sound_designer What does the harbour sound like? ")
+    expect(box).to_be_focused()
+
+
+def test_regenerate_export_clear_and_new_chat(chat, fast_demo):
+    send(chat, "Outline the harbour sequence")
+    reply = bubble(chat, "assistant")
+    wait_done(reply)
+    reply.get_by_role("button", name="Regenerate").click()
+    expect(reply).to_contain_text("version 2", timeout=15_000)
+    wait_done(reply)
+    reply.get_by_text("Earlier versions (1)").click()
+    expect(reply.get_by_role("region", name="Version 1")).to_contain_text("Demo reply")
+
+    with chat.expect_download() as download:
+        chat.get_by_text("Export").click()
+        chat.get_by_role("link", name="Markdown").click()
+    text = Path(download.value.path()).read_text()
+    assert "## You" in text and "Outline the harbour sequence" in text
+
+    chat.once("dialog", lambda dialog: dialog.dismiss())
+    chat.get_by_role("button", name="Clear chat").click()
+    expect(chat.locator("#transcript article")).to_have_count(2)
+    chat.once("dialog", lambda dialog: dialog.accept())
+    chat.get_by_role("button", name="Clear chat").click()
+    expect(chat.locator("#transcript article")).to_have_count(0)
+    assert not Message.objects.filter(thread=chat.session.active_thread).exists()
+
+    old_url = chat.url
+    chat.get_by_role("button", name="New chat").click()
+    expect(chat).not_to_have_url(old_url)
+    expect(chat.get_by_role("textbox", name="Message", exact=True)).to_be_focused()
+    expect(chat.locator(".thread-tree li")).to_have_count(2)
+
+
+def test_the_keyboard_reaches_every_control(chat, fast_demo):
+    box = chat.get_by_role("textbox", name="Message", exact=True)
+    box.focus()
+    box.press("Tab")
+    expect(chat.get_by_role("button", name="Send")).to_be_focused()
+    chat.keyboard.press("Tab")
+    expect(chat.get_by_role("button", name="Stop")).to_be_focused()
+    chat.get_by_role("button", name="New chat").focus()
+    chat.keyboard.press("Tab")
+    expect(chat.locator(".thread-tree a").first).to_be_focused()
+    chat.keyboard.press("Tab")
+    rename = chat.get_by_role("button", name="Rename").first
+    expect(rename).to_be_focused()
+    chat.keyboard.press("Enter")
+    expect(chat.get_by_role("textbox", name="Thread name")).to_be_focused()
+    chat.keyboard.press("Escape")
+    # Focus is drawn: the focused control has an outline.
+    outline = rename.evaluate("el => getComputedStyle(el).outlineStyle")
+    assert outline != "none"

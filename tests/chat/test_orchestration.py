@@ -1,0 +1,311 @@
+"""Fan-out, answers-last, interrupt, auto-rounds and reruns on a real worker and the emulator."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import time
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+
+from apps.chat import livestate, services
+from apps.chat.models import Message, MessageStatus, Stage, Turn
+from apps.providers.emulator import Script
+from apps.roles.models import Role
+from tests.conftest import wait_settled, wait_until
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+FOUR = ["editorial_architect", "visual_architect", "sound_designer", "actor_agent"]
+
+
+def role_of(request) -> str:
+    """Which role an emulator request was made for (its final instruction names it)."""
+    last = request.body["messages"][-1]["content"]
+    text = last if isinstance(last, str) else last[-1].get("text", "")
+    return text.split("You are @", 1)[1].split(" ", 1)[0]
+
+
+def requests_by_role(emulator) -> dict[str, list]:
+    found: dict[str, list] = {}
+    for request in emulator.requests:
+        found.setdefault(role_of(request), []).append(request)
+    return found
+
+
+def answer(handle: str, **options) -> Script:
+    options.setdefault("ttft_ms", 150)
+    options.setdefault("tokens_per_second", 60)
+    text = options.pop("text", f"{handle} thinks the opening shot should be a slow push-in.")
+    return Script(text=text, match=f"You are @{handle} ", provider="anthropic", **options)
+
+
+@pytest.fixture
+def council(anthropic_thread, settings):
+    """The four creative roles and the director, and nobody else."""
+    settings.PARLEY_FLUSH_INTERVAL_MS = 20
+    session = anthropic_thread.session
+    services.session_set_roles(
+        session=session, roles=list(Role.objects.filter(handle__in=[*FOUR, "director"]))
+    )
+    return anthropic_thread
+
+
+def test_all_fans_out_in_parallel_and_the_director_answers_last_seeing_everyone(
+    alice, council, celery_worker, emulator
+):
+    emulator.script(*(answer(handle) for handle in FOUR), answer("director", text="I decide."))
+    posted = services.message_post(thread=council, author=alice, text="@all what opens the film?")
+    assert [r.speaker for r in posted.replies] == [*FOUR, "director"]
+    replies = wait_settled(posted.replies)
+    assert [r.status for r in replies] == ["done"] * 5
+
+    calls = requests_by_role(emulator)
+    four = [calls[handle][0] for handle in FOUR]
+    director = calls["director"][0]
+    # The four overlap in time: each started before any of them ended.
+    assert max(call.started for call in four) < min(call.ended for call in four)
+    # The director started after the last of them ended, and saw all four answers.
+    assert director.started >= max(call.ended for call in four)
+    sent = str(director.body["messages"])
+    for handle in FOUR:
+        assert f"{handle} thinks the opening shot" in sent
+    # The four never saw each other's answers: their histories are identical.
+    assert len({str(call.body["messages"][:-1]) for call in four}) == 1
+
+
+@pytest.mark.parametrize("failing", ["editorial_architect", "sound_designer"])
+def test_a_failing_role_does_not_block_the_director(
+    alice, council, celery_worker, emulator, failing
+):
+    # The editorial architect leads the staggered start: its failure must release the rest.
+    emulator.script(
+        answer(failing, status=400, error_type="invalid_request_error"),
+        *(answer(handle) for handle in FOUR if handle != failing),
+        answer("director", text="Three of you answered; here is my call."),
+    )
+    posted = services.message_post(thread=council, author=alice, text="@all opening shot?")
+    replies = {r.speaker: r for r in wait_settled(posted.replies)}
+    assert replies[failing].status == MessageStatus.ERROR
+    assert replies[failing].error
+    assert all(replies[h].status == MessageStatus.DONE for h in FOUR if h != failing)
+    assert replies["director"].status == MessageStatus.DONE
+    assert replies["director"].text == "Three of you answered; here is my call."
+    director_request = requests_by_role(emulator)["director"][0]
+    assert "visual_architect thinks" in str(director_request.body["messages"])
+
+
+def test_interrupt_stops_every_call_within_a_second_and_cancels_auto_rounds(
+    alice, council, celery_worker, emulator
+):
+    session = council.session
+    session.auto_rounds = 2
+    session.save()
+    long_text = "word " * 400
+    emulator.script(*(answer(h, text=long_text, tokens_per_second=20) for h in FOUR))
+    posted = services.message_post(thread=council, author=alice, text="@all take your time")
+    parallel = [r for r in posted.replies if r.speaker in FOUR]
+    wait_until(
+        lambda: (
+            all(len(m.text) > 10 for m in Message.objects.filter(pk__in=[r.pk for r in parallel]))
+            or None
+        ),
+        timeout=15,
+        message="the four never started streaming",
+    )
+    # The DB checkpoint lags; wait until the live tails are visibly growing in every call.
+    wait_until(lambda: len(emulator.requests) == 4)
+    started = time.monotonic()
+    services.thread_interrupt(thread=council)
+    replies = wait_settled(posted.replies, timeout=5)
+    elapsed = time.monotonic() - started
+    assert elapsed < 1.0, f"the interrupt took {elapsed:.2f} s"
+    by_speaker = {r.speaker: r for r in replies}
+    for handle in FOUR:
+        assert by_speaker[handle].status == MessageStatus.INTERRUPTED
+        assert by_speaker[handle].text.startswith("word word")  # the partial text is kept
+    assert by_speaker["director"].status == MessageStatus.INTERRUPTED
+    wait_until(lambda: all(r.closed_early for r in emulator.requests), timeout=3)
+    assert "director" not in requests_by_role(emulator)
+    time.sleep(1.0)  # give a wrongly scheduled auto-round time to appear
+    assert Message.objects.filter(thread=council, stage=Stage.AUTO_ROUND).count() == 0
+    assert Turn.objects.get(thread=council).rounds_stopped
+
+
+def test_auto_rounds_run_round_robin_one_at_a_time(alice, council, celery_worker, emulator):
+    session = council.session
+    services.session_set_roles(
+        session=session, roles=list(Role.objects.filter(handle__in=["director", *FOUR[:2]]))
+    )
+    session.auto_rounds = 2
+    session.save()
+    emulator.script(*(Script(text="A short thought.", provider="anthropic") for _ in range(7)))
+    posted = services.message_post(thread=council, author=alice, text="@editorial_architect go")
+    turn = Turn.objects.get(thread=council)
+    wait_until(lambda: Turn.objects.get(pk=turn.pk).auto_replies_done == 6, timeout=20)
+    auto = wait_settled(list(Message.objects.filter(turn=turn, stage=Stage.AUTO_ROUND)))
+    order = ["editorial_architect", "visual_architect", "director"]
+    assert [m.speaker for m in auto] == order * 2
+    assert all(m.status == MessageStatus.DONE for m in auto)
+    everything = [*wait_settled(posted.replies), *auto]
+    for earlier, later in itertools.pairwise(everything):
+        assert later.started_at >= earlier.finished_at  # one at a time
+    # The auto-round cue goes only to auto-round replies.
+    cued = [r for r in emulator.requests if "This is an auto-round" in str(r.body["messages"])]
+    assert len(cued) == 6
+
+
+def test_a_new_message_stops_pending_auto_rounds(alice, council, celery_worker, emulator):
+    session = council.session
+    session.auto_rounds = 5
+    session.save()
+    emulator.script(
+        *(Script(text="more " * 30, tokens_per_second=60, provider="anthropic") for _ in range(30))
+    )
+    services.message_post(thread=council, author=alice, text="@visual_architect start")
+    first = Turn.objects.get(thread=council)
+    wait_until(lambda: Turn.objects.get(pk=first.pk).auto_replies_done >= 1, timeout=15)
+    services.message_post(thread=council, author=alice, text="@director stop there")
+    first.refresh_from_db()
+    done_at_stop = first.auto_replies_done
+    assert first.rounds_stopped
+    time.sleep(2.5)  # several replies' worth of time
+    first.refresh_from_db()
+    assert first.auto_replies_done == done_at_stop
+    services.thread_interrupt(thread=council)
+
+
+def test_retry_reruns_only_the_failed_role_and_regenerate_keeps_the_old_text(
+    alice, anthropic_thread, celery_worker, emulator
+):
+    emulator.script(
+        Script(status=400, error_type="invalid_request_error", provider="anthropic"),
+        Script(text="Second time lucky.", provider="anthropic"),
+        Script(text="A fresh take.", provider="anthropic"),
+    )
+    posted = services.message_post(thread=anthropic_thread, author=alice, text="hello")
+    (reply,) = wait_settled(posted.replies)
+    assert reply.status == MessageStatus.ERROR
+    services.reply_rerun(message=reply)
+    (reply,) = wait_settled([reply])
+    assert (reply.status, reply.text) == ("done", "Second time lucky.")
+    assert reply.alternatives == []  # an error without text leaves nothing to keep
+    services.reply_rerun(message=reply)
+    (reply,) = wait_settled([reply])
+    assert reply.text == "A fresh take."
+    assert [alt["content"][0]["text"] for alt in reply.alternatives] == ["Second time lucky."]
+    assert Message.objects.filter(thread=anthropic_thread).count() == 2  # same bubble, rerun
+
+
+def test_a_reply_that_starts_another_participants_turn_is_cut_there(
+    alice, anthropic_thread, celery_worker, emulator
+):
+    rest = " ".join(["And the rain should be louder."] * 40)
+    emulator.script(
+        Script(
+            text=f"[Assistant]: We go wide.\n\n[Sound Designer]: {rest}",
+            tokens_per_second=80,
+            provider="anthropic",
+        )
+    )
+    posted = services.message_post(thread=anthropic_thread, author=alice, text="hello")
+    (reply,) = wait_settled(posted.replies)
+    assert (reply.status, reply.text) == ("done", "We go wide.")
+    wait_until(lambda: emulator.requests[-1].closed_early, timeout=3)
+
+
+def test_apply_now_restarts_a_streaming_reply_with_the_new_settings(
+    alice, anthropic_thread, celery_worker, emulator
+):
+    emulator.script(
+        Script(text="old " * 200, tokens_per_second=20, provider="anthropic"),
+        Script(text="Restarted with the new model.", provider="anthropic"),
+    )
+    posted = services.message_post(thread=anthropic_thread, author=alice, text="hello")
+    reply = posted.replies[0]
+    wait_until(lambda: Message.objects.get(pk=reply.pk).text.startswith("old"), timeout=10)
+    session = anthropic_thread.session
+    services.session_set_provider(
+        session=session, credential=session.credential, model="claude-haiku-4-5"
+    )
+    services.session_restart_in_flight(session=session)
+    wait_until(lambda: Message.objects.get(pk=reply.pk).alternatives, timeout=5)
+    (reply,) = wait_settled([reply])
+    assert (reply.status, reply.text, reply.model) == (
+        "done", "Restarted with the new model.", "claude-haiku-4-5",
+    )  # fmt: skip
+    assert reply.alternatives[0]["content"][0]["text"].startswith("old old")
+    assert emulator.requests[0].closed_early
+    assert emulator.requests[1].body["model"] == "claude-haiku-4-5"
+
+
+def stalled_reply(thread, alice) -> Message:
+    """A reply as a worker that died mid-stream leaves it: streaming, partial text, no lease."""
+    user_seq, reply_seq = services.allocate_seqs(thread, 2)
+    Message.objects.create(
+        thread=thread, seq=user_seq, speaker="user", author=alice,
+        content=[{"type": "text", "text": "hello"}],
+    )  # fmt: skip
+    return Message.objects.create(
+        thread=thread, seq=reply_seq, speaker="assistant", status=MessageStatus.STREAMING,
+        content=[{"type": "text", "text": "half a "}], provider="demo", model="demo-1",
+        dispatched_at=timezone.now() - timedelta(minutes=5), attempt=1,
+    )  # fmt: skip
+
+
+def test_a_reply_left_behind_by_a_dead_worker_is_recovered(
+    alice, alice_thread, celery_worker, fast_demo
+):
+    reply = stalled_reply(alice_thread, alice)
+    assert services.replies_recover() == [reply.pk]
+    (reply,) = wait_settled([reply])
+    assert reply.status == MessageStatus.DONE
+    assert reply.text.startswith("**Demo reply**")  # restarted from empty, never appended
+    assert reply.attempt == 2
+
+
+def test_a_reply_a_live_worker_holds_is_left_alone(alice, alice_thread, celery_worker, fast_demo):
+    reply = stalled_reply(alice_thread, alice)
+    client = livestate.sync_client()
+    client.set(f"{livestate.PREFIX}:lease:{reply.pk}", "1", ex=30)
+    assert services.replies_recover() == []
+    time.sleep(0.5)
+    assert Message.objects.get(pk=reply.pk).status == MessageStatus.STREAMING
+    client.delete(f"{livestate.PREFIX}:lease:{reply.pk}")
+    services.replies_recover()
+    wait_settled([reply])
+
+
+def test_a_stalled_turn_starts_its_next_stage(alice, alice_thread, celery_worker, fast_demo):
+    posted = services.message_post(
+        thread=alice_thread, author=alice, text="@visual_architect @director go"
+    )
+    director = posted.replies[1]
+    wait_settled(posted.replies)
+    # As if the worker died between settling the visual architect and starting the director.
+    Message.objects.filter(pk=director.pk).update(
+        status=MessageStatus.QUEUED, dispatched_at=None, content=[]
+    )
+    services.replies_recover()
+    (director,) = wait_settled([director])
+    assert director.status == MessageStatus.DONE and director.text
+
+
+def test_a_lease_is_renewed_and_released_only_by_its_owner():
+    async def scenario():
+        async with livestate.redis_for_task() as redis:
+            assert await livestate.lease_acquire(redis, 424242, "run-a")
+            assert not await livestate.lease_acquire(redis, 424242, "run-b")
+            await livestate.lease_release(redis, 424242, "run-b")  # not b's to release
+            assert livestate.leases_held([424242, 7]) == {424242}
+            await redis.expire(f"{livestate.PREFIX}:lease:424242", 2)
+            await livestate.lease_renew(redis, 424242, "run-b")  # not b's to renew
+            assert await redis.ttl(f"{livestate.PREFIX}:lease:424242") <= 2
+            await livestate.lease_renew(redis, 424242, "run-a")
+            assert await redis.ttl(f"{livestate.PREFIX}:lease:424242") > 2
+            await livestate.lease_release(redis, 424242, "run-a")
+            assert livestate.leases_held([424242]) == set()
+
+    asyncio.run(scenario())
