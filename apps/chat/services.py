@@ -380,6 +380,10 @@ def message_claim(*, message_id: int) -> ClaimedReply | None:
     return ClaimedReply(message=message, restarted=restarted)
 
 
+def reply_is_queued(*, message_id: int) -> bool:
+    return Message.objects.filter(pk=message_id, status=MessageStatus.QUEUED).exists()
+
+
 def message_checkpoint(*, message_id: int, text: str) -> None:
     """Persist a streaming reply's partial text so a dead worker loses nothing shown."""
     Message.objects.filter(pk=message_id, status=MessageStatus.STREAMING).update(

@@ -29,6 +29,7 @@ from apps.providers.types import ProviderError, TextDelta, ToolCall, ToolResult,
 
 logger = logging.getLogger(__name__)
 CANCEL_POLL_SECONDS = 0.2
+LEASE_WAIT_POLL_SECONDS = 0.1
 
 
 class ReplyCancelled(Exception):
@@ -138,7 +139,7 @@ async def _stream_reply(message_pk: int) -> None:
         # The lease comes first: a redelivered or recovered task for a reply that a live
         # worker is streaming must not restart it under that worker's feet.
         lease = uuid.uuid4().hex
-        if not await livestate.lease_acquire(redis, message_pk, lease):
+        if not await _lease_when_free(redis, message_pk, lease):
             return
         try:
             claim = await database_sync_to_async(services.message_claim)(message_id=message_pk)
@@ -146,6 +147,22 @@ async def _stream_reply(message_pk: int) -> None:
                 await _stream_claimed(claim.message, redis, lease)
         finally:
             await livestate.lease_release(redis, message_pk, lease)
+
+
+async def _lease_when_free(redis, message_pk: int, lease: str) -> bool:
+    """Take the reply's lease, waiting while a previous run of a re-queued reply finishes.
+
+    A held lease on a `queued` reply means its earlier run (now settled, then retried or
+    regenerated) has not yet let go; on a `streaming` reply it means a live duplicate, which
+    this task must leave alone. A dead holder's lease lapses within its TTL.
+    """
+    deadline = time.monotonic() + livestate.LEASE_TTL_SECONDS + 5
+    while not await livestate.lease_acquire(redis, message_pk, lease):
+        queued = await database_sync_to_async(services.reply_is_queued)(message_id=message_pk)
+        if not queued or time.monotonic() > deadline:
+            return False
+        await asyncio.sleep(LEASE_WAIT_POLL_SECONDS)
+    return True
 
 
 async def _stream_claimed(message, redis, lease: str) -> None:

@@ -10,7 +10,7 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from apps.chat import livestate, services
+from apps.chat import livestate, orchestration, services
 from apps.chat.models import Message, MessageStatus, Stage, Turn
 from apps.providers.emulator import Script
 from apps.roles.models import Role
@@ -276,6 +276,23 @@ def test_a_reply_a_live_worker_holds_is_left_alone(alice, alice_thread, celery_w
     client.delete(f"{livestate.PREFIX}:lease:{reply.pk}")
     services.replies_recover()
     wait_settled([reply])
+
+
+def test_a_rerun_queued_while_its_earlier_run_still_holds_the_lease_runs_once_it_lets_go(
+    alice, alice_thread, celery_worker, fast_demo
+):
+    # Retry right after an error: the reply is queued again before the first run's task has
+    # released its lease (it still publishes and advances the turn). The new task must wait.
+    reply = stalled_reply(alice_thread, alice)
+    Message.objects.filter(pk=reply.pk).update(status=MessageStatus.QUEUED, content=[])
+    client = livestate.sync_client()
+    client.set(f"{livestate.PREFIX}:lease:{reply.pk}", "earlier-run", ex=30)
+    orchestration.dispatch([Message.objects.get(pk=reply.pk)])
+    time.sleep(0.5)
+    assert Message.objects.get(pk=reply.pk).status == MessageStatus.QUEUED
+    client.delete(f"{livestate.PREFIX}:lease:{reply.pk}")
+    (reply,) = wait_settled([reply])
+    assert reply.status == MessageStatus.DONE and reply.text
 
 
 def test_a_stalled_turn_starts_its_next_stage(alice, alice_thread, celery_worker, fast_demo):
