@@ -309,14 +309,17 @@ def reply_rerun(*, message: Message) -> Message:
     """
     if message.kind != MessageKind.CHAT or message.is_user:
         raise ValidationError("Only a role's reply can be run again.")
-    if message.in_flight:
-        raise ValidationError("That reply is still running; stop it first.")
     thread = message.thread
     session = Session.objects.select_related("credential").get(pk=thread.session_id)
     role = Role.objects.filter(handle=message.speaker).first()
     if role is None:
         raise ValidationError(f"The role @{message.speaker} no longer exists.")
     with transaction.atomic():
+        # Re-read under a row lock: a double-click must not queue the reply twice or keep
+        # the same earlier text twice.
+        message = Message.objects.select_for_update().get(pk=message.pk)
+        if message.in_flight:
+            raise ValidationError("That reply is still running; stop it first.")
         alternatives = list(message.alternatives)
         if message.text:
             alternatives.append(
