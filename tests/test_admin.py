@@ -61,7 +61,9 @@ def test_every_admin_page_renders(admin_client, alice_thread):
     body = admin_client.get("/admin/roles/role/").content.decode()
     assert "border:2px solid #7c3aed" in body  # the colour preview
     usage = admin_client.get("/admin/chat/messageusage/").content.decode()
-    assert "input: <strong>7</strong>" in usage
+    assert "(1 replies) — input: <strong>7</strong>" in usage
+    filtered = admin_client.get("/admin/chat/messageusage/?speaker__exact=nobody").content
+    assert "(0 replies) — input: <strong>0</strong>" in filtered.decode()  # totals follow the filter
     thread_page = admin_client.get(f"/admin/chat/thread/{alice_thread.pk}/change/").content
     assert b"@director hi" in thread_page  # messages inline, read-only
 

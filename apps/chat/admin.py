@@ -9,8 +9,7 @@ from apps.chat.models import (
     ThreadSummary,
     Turn,
 )
-
-USAGE_KEYS = ("input", "output", "cache_read", "cache_write")
+from apps.chat.selectors import usage_totals
 
 
 class SessionRoleInline(admin.TabularInline):
@@ -130,9 +129,5 @@ class UsageAdmin(admin.ModelAdmin):
         response = super().changelist_view(request, extra_context)
         changelist = getattr(response, "context_data", {}).get("cl")
         if changelist is not None:
-            totals = dict.fromkeys(USAGE_KEYS, 0)
-            for usage in changelist.queryset.values_list("usage", flat=True):
-                for key in USAGE_KEYS:
-                    totals[key] += int((usage or {}).get(key, 0) or 0)
-            response.context_data["usage_totals"] = totals
+            response.context_data["usage_totals"] = usage_totals(changelist.queryset.order_by())
         return response

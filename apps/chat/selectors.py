@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from django.db.models import Q, QuerySet
+from django.db.models import Avg, Count, IntegerField, Q, QuerySet, Sum
+from django.db.models.fields.json import KT
+from django.db.models.functions import Cast, Coalesce
 
 from apps.chat.models import IN_FLIGHT, Message, Session, Thread
 
@@ -96,33 +98,33 @@ class UsageSummary:
         return self.cache_read_tokens / prompt if prompt else None
 
 
+def usage_totals(replies: QuerySet[Message]) -> UsageSummary:
+    """Token counts and timings summed by the database over finished replies."""
+
+    def tokens(key: str):
+        return Coalesce(Sum(Cast(KT(f"usage__{key}"), IntegerField())), 0)
+
+    row = replies.aggregate(
+        replies=Count("pk"),
+        input_tokens=tokens("input"),
+        output_tokens=tokens("output"),
+        cache_read_tokens=tokens("cache_read"),
+        cache_write_tokens=tokens("cache_write"),
+        avg_duration_ms=Avg("duration_ms"),
+        avg_ttft_ms=Avg("ttft_ms"),
+    )
+    for average in ("avg_duration_ms", "avg_ttft_ms"):
+        if row[average] is not None:
+            row[average] = int(row[average])
+    return UsageSummary(**row)
+
+
 def session_usage(*, session: Session) -> UsageSummary:
     """Token counts and timings over the session's finished replies."""
-    rows = (
-        Message.objects.filter(thread__session=session, kind="chat")
+    return usage_totals(
+        Message.objects.filter(thread__session=session, kind="chat", finished_at__isnull=False)
         .exclude(speaker="user")
-        .filter(finished_at__isnull=False)
-        .values_list("usage", "ttft_ms", "duration_ms")
-    )
-    totals = {"input": 0, "output": 0, "cache_read": 0, "cache_write": 0}
-    ttfts, durations = [], []
-    count = 0
-    for usage, ttft, duration in rows:
-        count += 1
-        for key in totals:
-            totals[key] += int((usage or {}).get(key, 0) or 0)
-        if ttft is not None:
-            ttfts.append(ttft)
-        if duration is not None:
-            durations.append(duration)
-    return UsageSummary(
-        replies=count,
-        input_tokens=totals["input"],
-        output_tokens=totals["output"],
-        cache_read_tokens=totals["cache_read"],
-        cache_write_tokens=totals["cache_write"],
-        avg_duration_ms=sum(durations) // len(durations) if durations else None,
-        avg_ttft_ms=sum(ttfts) // len(ttfts) if ttfts else None,
+        .order_by()
     )
 
 

@@ -170,13 +170,18 @@ def test_apply_now_retargets_waiting_replies(alice_thread, emulated_anthropic):
 
 
 def test_the_summary_strip_sums_usage(alice_thread):
-    posted = say(alice_thread, "hello")
-    Message.objects.filter(pk=posted.replies[0].pk).update(
+    first, second, unfinished = (say(alice_thread, text).replies[0] for text in "abc")
+    Message.objects.filter(pk=first.pk).update(
         usage={"input": 100, "output": 50, "cache_read": 300, "cache_write": 100},
         ttft_ms=200, duration_ms=1000, finished_at="2026-01-01T00:00:00Z",
     )  # fmt: skip
+    Message.objects.filter(pk=second.pk).update(  # an error before any usage was reported
+        usage={"output": 7}, ttft_ms=301, duration_ms=None, finished_at="2026-01-01T00:00:00Z"
+    )
+    Message.objects.filter(pk=unfinished.pk).update(usage={"input": 9999}, finished_at=None)
     usage = session_usage(session=alice_thread.session)
-    assert (usage.input_tokens, usage.output_tokens, usage.avg_ttft_ms) == (100, 50, 200)
+    assert (usage.replies, usage.input_tokens, usage.output_tokens) == (2, 100, 57)
+    assert (usage.avg_ttft_ms, usage.avg_duration_ms) == (250, 1000)
     assert usage.cache_hit_share == 0.6
     assert Thread.objects.filter(session=alice_thread.session).count() == 1
 
