@@ -63,7 +63,7 @@ def test_every_admin_page_renders(admin_client, alice_thread):
     usage = admin_client.get("/admin/chat/messageusage/").content.decode()
     assert "(1 replies) — input: <strong>7</strong>" in usage
     filtered = admin_client.get("/admin/chat/messageusage/?speaker__exact=nobody").content
-    assert "(0 replies) — input: <strong>0</strong>" in filtered.decode()  # totals follow the filter
+    assert "(0 replies) — input: <strong>0</strong>" in filtered.decode()  # follows the filter
     thread_page = admin_client.get(f"/admin/chat/thread/{alice_thread.pk}/change/").content
     assert b"@director hi" in thread_page  # messages inline, read-only
 
