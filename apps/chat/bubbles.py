@@ -9,6 +9,7 @@ from django.utils.safestring import SafeString, mark_safe
 
 from apps.chat.models import NOTICE_SPEAKER, Message, MessageKind, MessageStatus, Thread
 from apps.chat.rendering import render_markdown
+from apps.chat.selectors import session_links, session_usage
 from apps.roles.models import Role
 from apps.roles.selectors import roles_by_handle
 
@@ -125,11 +126,11 @@ def render_bubbles(
     return mark_safe(html)  # noqa: S308  (concatenated template output, escaped by the engine)
 
 
-def summary_strip_context(session) -> dict:
-    from apps.chat.selectors import session_usage
-
+def session_controls_context(session) -> dict:
+    """What the summary strip, the role picker and the addressing line show."""
     return {
         "session": session,
+        "links": session_links(session=session),
         "usage": session_usage(session=session),
         "provider_label": (
             session.credential.get_provider_display() if session.credential else "Demo"
@@ -137,7 +138,7 @@ def summary_strip_context(session) -> dict:
     }
 
 
-def render_summary_strip(session) -> SafeString:
-    """The summary strip as an out-of-band fragment, pushed after every finished reply."""
-    context = {**summary_strip_context(session), "oob": True}
-    return mark_safe(render_to_string("chat/_summary_strip.html", context))  # noqa: S308
+def render_session_controls(session) -> SafeString:
+    """The session's strip, role picker and addressing line as out-of-band fragments."""
+    context = {**session_controls_context(session), "oob": True}
+    return mark_safe(render_to_string("chat/_session_controls.html", context))  # noqa: S308

@@ -16,6 +16,7 @@ from django.db import transaction
 
 from apps.chat import events, services
 from apps.chat.models import AddressingMode, Session, Thread
+from apps.chat.selectors import session_links
 from apps.roles.routing import mentions
 
 COMMAND = re.compile(r"^/([A-Za-z]+)(?:\s+(.*))?$", re.S)
@@ -91,7 +92,7 @@ def help_command(*, thread, session, author, argument):
     lines += [f"- `{entry.usage}` — {entry.summary}" for entry in COMMANDS.values()]
     roster = ", ".join(
         f"@{link.role.handle}{' (muted)' if link.muted else ''}"
-        for link in services.session_links(session=session)
+        for link in session_links(session=session)
     )
     lines += [
         "",
@@ -106,6 +107,7 @@ def help_command(*, thread, session, author, argument):
 def _set_muted(session: Session, thread: Thread, argument: str, muted: bool, usage: str):
     handles = _session_handles(session, argument, usage)
     session.session_roles.filter(role__handle__in=handles).update(muted=muted)
+    events.publish_session_controls_on_commit(session=session)
     names = ", ".join(f"@{h}" for h in handles)
     if muted:
         text = f"{names} muted: skipped in every call until `/unmute {names}`."
@@ -131,6 +133,7 @@ def mode_command(*, thread, session, author, argument):
         raise ValidationError("Use /mode sticky or /mode broadcast.", code="bad_command")
     session.addressing_mode = mode
     session.save(update_fields=["addressing_mode", "updated_at"])
+    events.publish_session_controls_on_commit(session=session)
     explained = {
         "sticky": "messages without a mention go to the last role you addressed.",
         "broadcast": "messages without a mention go to every unmuted role.",

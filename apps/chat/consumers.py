@@ -37,7 +37,7 @@ def _delta_fragment(message_id: str, text: str) -> str:
 class ThreadConsumer(AsyncWebsocketConsumer):
     async def connect(self) -> None:
         self.thread: Thread | None = None
-        self.group: str | None = None
+        self.groups_joined: list[str] = []
         self.seen: dict[str, int] = {}  # message id -> last sequence number this tab has
         user = self.scope.get("user")
         # Accept, then close with a 4xxx code: browsers and htmx do not retry those.
@@ -50,8 +50,8 @@ class ThreadConsumer(AsyncWebsocketConsumer):
             await self.close(code=CLOSE_NOT_FOUND)
 
     async def disconnect(self, code: int) -> None:
-        if self.group:
-            await self.channel_layer.group_discard(self.group, self.channel_name)
+        for group in self.groups_joined:
+            await self.channel_layer.group_discard(group, self.channel_name)
 
     async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
         if self.thread is None or not text_data:
@@ -74,11 +74,15 @@ class ThreadConsumer(AsyncWebsocketConsumer):
                 pending.append(str(uuid.UUID(str(raw))))
             except ValueError:
                 continue
-        if self.group is None:
+        if not self.groups_joined:
             # Join before reading the snapshot: anything published after the read arrives
             # through the group, and whatever overlaps is dropped by its sequence number.
-            self.group = events.thread_group(self.thread.public_id)
-            await self.channel_layer.group_add(self.group, self.channel_name)
+            self.groups_joined = [
+                events.thread_group(self.thread.public_id),
+                events.session_group(self.thread.session.public_id),
+            ]
+            for group in self.groups_joined:
+                await self.channel_layer.group_add(group, self.channel_name)
         messages = await database_sync_to_async(messages_to_sync)(
             thread=self.thread, after_seq=after_seq, known=pending
         )
@@ -133,7 +137,8 @@ class ThreadConsumer(AsyncWebsocketConsumer):
         await self.send(text_data=event["html"])
 
     async def chat_html(self, event: dict) -> None:
-        """A pre-rendered out-of-band fragment that is not a message (a thread's new name)."""
+        """A pre-rendered out-of-band fragment that is not a message (a thread's new name,
+        the session's controls)."""
         await self.send(text_data=event["html"])
 
     async def _resync(self, message_id: str) -> None:
@@ -156,4 +161,9 @@ class ThreadConsumer(AsyncWebsocketConsumer):
 
     @database_sync_to_async
     def _owned_thread(self, user, public_id) -> Thread | None:
-        return threads_for_user(user=user).filter(public_id=public_id).first()
+        return (
+            threads_for_user(user=user)
+            .select_related("session")
+            .filter(public_id=public_id)
+            .first()
+        )

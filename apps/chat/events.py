@@ -1,7 +1,8 @@
 """The only module that talks to the channel layer: group names, payloads, publishers.
 
 Persisted changes are published on commit by services; streamed deltas are batched by the
-worker and published directly. Every event goes to every tab on the thread.
+worker and published directly. Message events go to every tab on the thread; the session's
+controls (summary strip, role picker, addressing line) to every tab on any of its threads.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
 from django.db import transaction
 
-from apps.chat.bubbles import render_bubbles, render_summary_strip, render_thread_label
+from apps.chat.bubbles import render_bubbles, render_session_controls, render_thread_label
 from apps.chat.models import Message, Session, Thread
 
 # A settled bubble outranks every delta of its stream, whatever arrives late.
@@ -21,6 +22,10 @@ SETTLED_SEQ = 2**31 - 1
 
 def thread_group(thread_public_id: uuid.UUID | str) -> str:
     return f"thread.{uuid.UUID(str(thread_public_id)).hex}"
+
+
+def session_group(session_public_id: uuid.UUID | str) -> str:
+    return f"session.{uuid.UUID(str(session_public_id)).hex}"
 
 
 def publish_messages_added_on_commit(*, thread: Thread, messages: list[Message]) -> None:
@@ -66,11 +71,22 @@ def publish_thread_renamed_on_commit(*, thread: Thread) -> None:
     transaction.on_commit(send)
 
 
-def summary_strip_event(*, session_id: int) -> dict:
-    """The session's summary strip, refreshed after a reply has finished (read afresh: the
-    settings may have changed while the reply streamed)."""
+def session_controls_event(*, session_id: int) -> dict:
+    """The session's strip, role picker and addressing line, read afresh (settings, mutes or
+    the sticky role may have changed while a reply streamed)."""
     session = Session.objects.select_related("credential").get(pk=session_id)
-    return {"type": "chat.html", "html": render_summary_strip(session)}
+    return {"type": "chat.html", "html": render_session_controls(session)}
+
+
+def publish_session_controls_on_commit(*, session: Session) -> None:
+    """After commit, show the session's current controls in every tab open on it."""
+
+    def send() -> None:
+        async_to_sync(get_channel_layer().group_send)(
+            session_group(session.public_id), session_controls_event(session_id=session.pk)
+        )
+
+    transaction.on_commit(send)
 
 
 def state_event(*, message: Message, seq: int, live_text: str | None = None) -> dict:

@@ -8,7 +8,16 @@ from django.db.models import Avg, Count, IntegerField, Q, QuerySet, Sum
 from django.db.models.fields.json import KT
 from django.db.models.functions import Cast, Coalesce
 
-from apps.chat.models import IN_FLIGHT, Message, Session, Thread
+from apps.chat.models import IN_FLIGHT, Message, Session, SessionRole, Thread
+
+
+def session_links(*, session: Session) -> list[SessionRole]:
+    """The session's roles with their per-session settings, in roster order."""
+    return list(
+        session.session_roles.select_related("role", "credential").order_by(
+            "role__sort_order", "role__handle"
+        )
+    )
 
 
 def sessions_for_user(*, user) -> QuerySet[Session]:

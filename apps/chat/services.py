@@ -25,6 +25,7 @@ from apps.chat.models import (
     Thread,
     Turn,
 )
+from apps.chat.selectors import session_links, transcript_messages
 from apps.providers.registry import get_adapter
 from apps.roles.models import Role
 from apps.roles.routing import RosterRole, Route, route_message
@@ -74,15 +75,6 @@ def validate_message_text(text: str) -> str:
             code="too_long",
         )
     return text
-
-
-def session_links(*, session: Session) -> list[SessionRole]:
-    """The session's roles with their per-session settings, in roster order."""
-    return list(
-        session.session_roles.select_related("role", "credential").order_by(
-            "role__sort_order", "role__handle"
-        )
-    )
 
 
 def reply_provider(*, session: Session, role: Role, link: SessionRole | None = None):
@@ -289,6 +281,8 @@ def message_post(*, thread: Thread, author, text: str) -> PostedMessage:
         Session.objects.filter(pk=session.pk).update(
             updated_at=timezone.now(), sticky_handle=route.sticky
         )
+        if route.sticky != session.sticky_handle:  # other tabs show the new sticky role
+            events.publish_session_controls_on_commit(session=session)
         events.publish_messages_added_on_commit(
             thread=thread, messages=[user_message, *notice_messages, *replies]
         )
@@ -504,8 +498,6 @@ def thread_branch(*, thread: Thread, message: Message | None) -> Thread:
 
 def message_edit(*, message: Message, author, text: str) -> PostedMessage:
     """Send an edited version of a user message: a branch from just before it, then the text."""
-    from apps.chat.selectors import transcript_messages
-
     if not message.is_user:
         raise ValidationError("Only your own messages can be edited.")
     text = validate_message_text(text)
@@ -522,8 +514,6 @@ def message_edit(*, message: Message, author, text: str) -> PostedMessage:
 
 def _materialise_inherited(child: Thread) -> None:
     """Copy a branch's inherited history into it, so it survives its parent being cleared."""
-    from apps.chat.selectors import transcript_messages
-
     fork = child.forked_from
     inherited = (
         transcript_messages(thread=fork.thread, before_seq=fork.seq + 1) if fork is not None else []
@@ -601,6 +591,7 @@ def session_apply_settings(*, session: Session, change: SettingsChange, apply_no
             link.model_override = change.overrides.get(link.role_id, "").strip()[:120]
             link.credential = change.role_credentials.get(link.role_id)
             link.save(update_fields=["model_override", "credential"])
+        events.publish_session_controls_on_commit(session=session)
     if apply_now:
         session_restart_in_flight(session=session)
     return session

@@ -280,10 +280,10 @@ async def _stream_claimed(message, redis, lease: str) -> None:
         group=live.group,
         event=await database_sync_to_async(events.state_event)(message=final, seq=final_seq),
     )
-    await events.publish_state(
+    await events.publish_state(  # the summary strip counts this reply now
         layer,
-        group=live.group,
-        event=await database_sync_to_async(events.summary_strip_event)(
+        group=events.session_group(message.thread.session.public_id),
+        event=await database_sync_to_async(events.session_controls_event)(
             session_id=message.thread.session_id
         ),
     )

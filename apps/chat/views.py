@@ -10,7 +10,7 @@ from django.views.decorators.http import require_GET, require_POST
 from django_htmx.http import HttpResponseClientRedirect
 
 from apps.chat import services
-from apps.chat.bubbles import render_bubbles, summary_strip_context
+from apps.chat.bubbles import render_bubbles, session_controls_context
 from apps.chat.exports import export_json, export_markdown
 from apps.chat.forms import (
     MessageForm,
@@ -109,11 +109,7 @@ def session_settings(request, session):
 
 def chat_context(*, session, thread) -> dict:
     """What the composer, the role picker and the summary strip show."""
-    return {
-        **summary_strip_context(session),
-        "thread": thread,
-        "links": services.session_links(session=session),
-    }
+    return {**session_controls_context(session), "thread": thread}
 
 
 @require_GET

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 
 import pytest
 from channels.db import database_sync_to_async
@@ -13,7 +14,7 @@ from django.test import Client
 
 from apps.chat import events, livestate
 from apps.chat.models import Message, MessageStatus
-from apps.chat.services import message_post
+from apps.chat.services import message_post, session_create, thread_create
 from config.asgi import application
 from tests.chat.tabs import Tab
 
@@ -205,3 +206,46 @@ async def test_a_socket_for_an_unknown_thread_is_closed(alice):
     await communicator.connect()
     assert await communicator.receive_output(timeout=2) == {"type": "websocket.close", "code": 4404}
     await communicator.disconnect()
+
+
+async def test_every_tab_on_the_session_sees_mutes_and_the_sticky_role_change(
+    alice, alice_thread, bob, celery_worker, fast_demo
+):
+    """Tabs on other threads of the session get the new role picker and addressing line;
+    another user's tab gets nothing."""
+    other_thread = await database_sync_to_async(thread_create)(session=alice_thread.session)
+    bob_session = await database_sync_to_async(session_create)(owner=bob, name="Bob's")
+    alice_tab, bob_tab = Tab(), Tab()
+    alice_socket = await open_tab(await database_sync_to_async(session_cookie)(alice), other_thread)
+    bob_socket = await open_tab(
+        await database_sync_to_async(session_cookie)(bob), bob_session.active_thread
+    )
+    for socket, tab in ((alice_socket, alice_tab), (bob_socket, bob_tab)):
+        await read_until(socket, tab, lambda tab=tab: 'id="sync-state"' in "".join(tab.frames))
+
+    await database_sync_to_async(message_post)(
+        thread=alice_thread, author=alice, text="/mute @sound_designer"
+    )
+    await read_until(alice_socket, alice_tab, lambda: 'id="role-picker"' in alice_tab.frames[-1])
+    picker = alice_tab.frames[-1]
+    assert 'chip chip--muted" style="--accent: ' in picker
+    assert re.search(r'chip--muted"[^>]*data-handle="sound_designer"', picker)
+    assert not re.search(r'chip--muted"[^>]*data-handle="director"', picker)
+
+    _, reply = await post(alice_thread, alice, "@visual_architect what do you see?")
+    sticky = "go to <strong>@visual_architect</strong>"
+    await read_until(alice_socket, alice_tab, lambda: sticky in alice_tab.frames[-1])
+    assert 'chip--sticky" style="--accent: ' in alice_tab.frames[-1]
+    # Once the reply has finished, the strip there counts its tokens.
+    tokens = re.compile(r"<dt>Tokens in / out</dt><dd>(\d+) / (\d+)</dd>")
+    await read_until(
+        alice_socket,
+        alice_tab,
+        lambda: (found := tokens.search(alice_tab.frames[-1])) and found[2] != "0",
+    )
+    final = await stored(reply)
+    assert tokens.search(alice_tab.frames[-1])[2] == str(final.usage["output"])
+
+    assert await bob_socket.receive_nothing(timeout=0.5)  # nothing of Alice's reaches Bob
+    for socket in (alice_socket, bob_socket):
+        await socket.disconnect()
