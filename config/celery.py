@@ -2,9 +2,10 @@
 
 import logging
 import os
+import threading
 
 from celery import Celery
-from celery.signals import worker_ready
+from celery.signals import worker_ready, worker_shutdown
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
 
@@ -13,20 +14,47 @@ app = Celery("parley")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
 
+_sweeps_stop = threading.Event()
 
-@worker_ready.connect
-def recover_replies(**kwargs) -> None:
-    """Replies a previous worker left unfinished (it died, or the broker lost its tasks)."""
+
+def recover_replies_once() -> None:
+    """Replies a worker left unfinished (it died, or the broker lost its tasks)."""
     from django.db import connections
 
     from apps.chat.services import replies_recover
 
     try:
         restarted = replies_recover()
-    except Exception:  # never keep a worker from starting
+    except Exception:  # never keep a worker from starting, never end the sweeps
         logger.exception("Could not recover unfinished replies")
         return
     finally:
         connections.close_all()  # this thread lives on; do not hold a connection for it
     if restarted:
         logger.warning("Restarted %d unfinished replies", len(restarted))
+
+
+def recovery_sweeps(stop: threading.Event, interval: float) -> None:
+    """Look again every `interval` seconds until `stop`: a worker that dies while others run
+    (or one restarted before its lease lapsed) leaves replies only the next look finds."""
+    while not stop.wait(interval):
+        recover_replies_once()
+
+
+@worker_ready.connect
+def start_recovery(**kwargs) -> None:
+    from django.conf import settings
+
+    recover_replies_once()
+    interval = settings.PARLEY_RECOVERY_INTERVAL_SECONDS
+    if interval:
+        _sweeps_stop.clear()
+        threading.Thread(
+            target=recovery_sweeps, args=(_sweeps_stop, interval), name="parley-recovery",
+            daemon=True,
+        ).start()  # fmt: skip
+
+
+@worker_shutdown.connect
+def stop_recovery(**kwargs) -> None:
+    _sweeps_stop.set()

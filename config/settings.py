@@ -190,6 +190,9 @@ if not DEBUG:
 PARLEY_FLUSH_INTERVAL_MS = env_int("PARLEY_FLUSH_INTERVAL_MS", 75, minimum=10)
 PARLEY_CHECKPOINT_INTERVAL_MS = env_int("PARLEY_CHECKPOINT_INTERVAL_MS", 1500, minimum=100)
 PARLEY_REPLY_TIMEOUT_SECONDS = env_int("PARLEY_REPLY_TIMEOUT_SECONDS", 900, minimum=5)
+# Every worker looks for replies left behind (a dead worker, a lost task) when it starts and
+# then at this interval; 0 keeps only the look at start.
+PARLEY_RECOVERY_INTERVAL_SECONDS = env_int("PARLEY_RECOVERY_INTERVAL_SECONDS", 60, minimum=0)
 PARLEY_MAX_MESSAGE_CHARS = env_int("PARLEY_MAX_MESSAGE_CHARS", 100_000, minimum=100)
 # Demo provider pacing: about 300 ms to the first token and 40 tokens per second.
 PARLEY_DEMO_FIRST_TOKEN_MS = env_int("PARLEY_DEMO_FIRST_TOKEN_MS", 300, minimum=0)

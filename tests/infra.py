@@ -64,6 +64,8 @@ def pytest_load_initial_conftests(early_config, parser, args):
     run_id = uuid.uuid4().hex[:8]
     os.environ["PARLEY_TASK_QUEUE"] = f"parley-test-{run_id}"
     os.environ["PARLEY_CHANNEL_PREFIX"] = f"parley-test-{run_id}"
+    # Tests that leave replies behind on purpose run the recovery themselves, when they choose.
+    os.environ["PARLEY_RECOVERY_INTERVAL_SECONDS"] = "0"
     if not os.environ.get("REDIS_URL"):
         from config.embedded_redis import start_embedded_redis
 

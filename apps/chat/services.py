@@ -626,9 +626,11 @@ def session_restart_in_flight(*, session: Session) -> int:
 def replies_recover(*, grace_seconds: int = livestate.LEASE_TTL_SECONDS) -> list[int]:
     """Restart the replies that a dead worker or a lost broker message left behind.
 
-    Runs when a worker starts. A reply in flight whose lease has lapsed (nobody is streaming
-    it) is enqueued again; the lease makes a duplicate harmless. A turn whose replies have
-    all settled but whose next stage never started is advanced.
+    Runs when a worker starts and then periodically (`PARLEY_RECOVERY_INTERVAL_SECONDS`). A
+    reply in flight whose lease has lapsed (nobody is streaming it) is enqueued again and its
+    dispatch time renewed, so the next look gives its task another grace period; the lease
+    makes a duplicate harmless. A turn whose replies have all settled but whose next stage
+    never started is advanced.
     """
     from apps.chat.tasks import run_reply
 
@@ -640,6 +642,7 @@ def replies_recover(*, grace_seconds: int = livestate.LEASE_TTL_SECONDS) -> list
     )
     held = livestate.leases_held(stalled)
     restarted = [pk for pk in stalled if pk not in held]
+    Message.objects.filter(pk__in=restarted).update(dispatched_at=timezone.now())
     for pk in restarted:
         run_reply.delay(pk)
     waiting_turns = set(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import threading
 import time
 from datetime import timedelta
 
@@ -14,6 +15,7 @@ from apps.chat import livestate, orchestration, services
 from apps.chat.models import Message, MessageStatus, Stage, Turn
 from apps.providers.emulator import Script
 from apps.roles.models import Role
+from config.celery import start_recovery, stop_recovery
 from tests.conftest import wait_settled, wait_until
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -264,11 +266,33 @@ def test_a_reply_left_behind_by_a_dead_worker_is_recovered(
     alice, alice_thread, celery_worker, fast_demo
 ):
     reply = stalled_reply(alice_thread, alice)
+    before = timezone.now()
     assert services.replies_recover() == [reply.pk]
+    # Its dispatch time is renewed: the next look gives the new task a grace period.
+    assert Message.objects.get(pk=reply.pk).dispatched_at >= before
     (reply,) = wait_settled([reply])
     assert reply.status == MessageStatus.DONE
     assert reply.text.startswith("**Demo reply**")  # restarted from empty, never appended
     assert reply.attempt == 2
+
+
+def test_the_worker_looks_again_periodically_for_replies_left_behind(
+    alice, alice_thread, celery_worker, fast_demo, settings
+):
+    # As with a worker that dies while another keeps running: the reply is left behind after
+    # every worker has started, so only a later look can find it.
+    settings.PARLEY_RECOVERY_INTERVAL_SECONDS = 1
+    start_recovery()
+    try:
+        reply = stalled_reply(alice_thread, alice)
+        (reply,) = wait_settled([reply])
+        assert reply.status == MessageStatus.DONE and reply.attempt == 2
+    finally:
+        stop_recovery()
+    threads = [t for t in threading.enumerate() if t.name == "parley-recovery"]
+    for sweeper in threads:
+        sweeper.join(timeout=5)
+    assert not any(t.is_alive() for t in threads)  # shutdown stops the sweeps
 
 
 def test_a_reply_a_live_worker_holds_is_left_alone(alice, alice_thread, celery_worker, fast_demo):
