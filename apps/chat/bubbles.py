@@ -86,15 +86,11 @@ def earlier_versions(message: Message) -> list[dict]:
     return versions[::-1]
 
 
-def render_thread_label(thread: Thread) -> SafeString:
-    """Out-of-band fragments that show a thread's name in the sidebar and the header."""
-    html = "".join(
-        render_to_string(
-            "chat/_thread_label.html", {"thread": thread, "oob": True, "variant": variant}
-        )
-        for variant in ("label", "title")
-    )
-    return mark_safe(html)  # noqa: S308
+def render_thread_label(thread: Thread, variant: str) -> SafeString:
+    """An out-of-band fragment with a thread's name: `label` in the sidebar, `title` in the
+    header."""
+    context = {"thread": thread, "oob": True, "variant": variant}
+    return mark_safe(render_to_string("chat/_thread_label.html", context))  # noqa: S308
 
 
 def render_bubbles(

@@ -60,13 +60,17 @@ def publish_message_replaced_on_commit(*, message: Message, seq: int) -> None:
 
 
 def publish_thread_renamed_on_commit(*, thread: Thread) -> None:
-    """After commit, show a thread's new name wherever a tab shows it."""
+    """After commit, show a thread's new name wherever a tab shows it: in the sidebar of every
+    tab on the session, and in the title of the tabs on the thread itself."""
 
     def send() -> None:
-        async_to_sync(get_channel_layer().group_send)(
-            thread_group(thread.public_id),
-            {"type": "chat.html", "html": render_thread_label(thread)},
-        )
+        send_to_group = async_to_sync(get_channel_layer().group_send)
+        for group, variant in (
+            (session_group(thread.session.public_id), "label"),
+            (thread_group(thread.public_id), "title"),
+        ):
+            html = render_thread_label(thread, variant)
+            send_to_group(group, {"type": "chat.html", "html": html})
 
     transaction.on_commit(send)
 

@@ -14,7 +14,7 @@ from django.test import Client
 
 from apps.chat import events, livestate
 from apps.chat.models import Message, MessageStatus
-from apps.chat.services import message_post, session_create, thread_create
+from apps.chat.services import message_post, session_create, thread_create, thread_rename
 from config.asgi import application
 from tests.chat.tabs import Tab
 
@@ -208,7 +208,7 @@ async def test_a_socket_for_an_unknown_thread_is_closed(alice):
     await communicator.disconnect()
 
 
-async def test_every_tab_on_the_session_sees_mutes_and_the_sticky_role_change(
+async def test_every_tab_on_the_session_sees_mutes_sticky_role_and_renames(
     alice, alice_thread, bob, celery_worker, fast_demo
 ):
     """Tabs on other threads of the session get the new role picker and addressing line;
@@ -245,6 +245,13 @@ async def test_every_tab_on_the_session_sees_mutes_and_the_sticky_role_change(
     )
     final = await stored(reply)
     assert tokens.search(alice_tab.frames[-1])[2] == str(final.usage["output"])
+
+    # A rename shows in the sidebar of the tab on the other thread (which has no such title).
+    await database_sync_to_async(thread_rename)(thread=alice_thread, label="Harbour <b>at</b> dawn")
+    label_id = f'id="thread-label-{alice_thread.public_id}"'
+    await read_until(alice_socket, alice_tab, lambda: label_id in alice_tab.frames[-1])
+    assert "Harbour &lt;b&gt;at&lt;/b&gt; dawn" in alice_tab.frames[-1]
+    assert f"thread-title-{alice_thread.public_id}" not in "".join(alice_tab.frames)
 
     assert await bob_socket.receive_nothing(timeout=0.5)  # nothing of Alice's reaches Bob
     for socket in (alice_socket, bob_socket):
