@@ -41,6 +41,9 @@ def main() -> int:
     children: list[subprocess.Popen] = []
 
     def stop_all():
+        # A second Ctrl-C must not cut the orderly stop short (the kernel still reaps the
+        # children if the launcher itself is killed).
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
         for child in children:
             if child.poll() is None:
                 child.send_signal(signal.SIGTERM)

@@ -35,10 +35,14 @@ def alive(pid: int) -> bool:
     return state != "Z"
 
 
-@pytest.mark.parametrize("stop", [signal.SIGINT, signal.SIGKILL], ids=["ctrl-c", "killed"])
+@pytest.mark.parametrize(
+    "stop",
+    [[signal.SIGINT], [signal.SIGINT, signal.SIGINT], [signal.SIGKILL]],
+    ids=["ctrl-c", "ctrl-c-twice", "killed"],
+)
 def test_the_launcher_serves_the_app_and_stopping_it_stops_every_child(tmp_path, stop):
-    """Ctrl-C stops the children in order; if the launcher is killed outright, they get
-    SIGTERM from the kernel (PR_SET_PDEATHSIG) instead of living on."""
+    """Ctrl-C stops the children in order (a second Ctrl-C does not break that off); if the
+    launcher is killed outright, they get SIGTERM from the kernel (PR_SET_PDEATHSIG)."""
     port = free_port()
     env = {
         key: value
@@ -46,6 +50,7 @@ def test_the_launcher_serves_the_app_and_stopping_it_stops_every_child(tmp_path,
         if key not in {"REDIS_URL", "DATABASE_URL", "DJANGO_SETTINGS_MODULE"}
     }
     env.update(PORT=str(port), PARLEY_VAR_DIR=str(tmp_path), PYTHONUNBUFFERED="1")
+    env["PARLEY_RECOVERY_INTERVAL_SECONDS"] = "1"  # the worker's periodic look runs, and stops
     log = (tmp_path / "launcher.log").open("w+")
     launcher = subprocess.Popen(
         [sys.executable, "-m", "config.launcher"], cwd=ROOT, env=env, stdout=log, stderr=log
@@ -69,8 +74,15 @@ def test_the_launcher_serves_the_app_and_stopping_it_stops_every_child(tmp_path,
         children = children_of(launcher.pid)
         assert len(children) >= 3  # redis-server, celery worker, daphne
     finally:
-        launcher.send_signal(stop)
+        for number, signum in enumerate(stop):
+            if number:
+                time.sleep(0.5)  # while the launcher is stopping its children
+            launcher.send_signal(signum)
         launcher.wait(timeout=60)
+    if stop[0] == signal.SIGINT:
+        output = (tmp_path / "launcher.log").read_text()
+        assert launcher.returncode == 0, output
+        assert "Traceback" not in output
     deadline = time.monotonic() + 30
     while [pid for pid in children if alive(pid)] and time.monotonic() < deadline:
         time.sleep(0.2)
