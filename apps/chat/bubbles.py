@@ -9,7 +9,7 @@ from django.utils.safestring import SafeString, mark_safe
 
 from apps.chat.models import NOTICE_SPEAKER, Message, MessageKind, MessageStatus, Thread
 from apps.chat.rendering import render_markdown
-from apps.chat.selectors import session_links, session_usage
+from apps.chat.selectors import session_links, session_usage, thread_tree
 from apps.roles.models import Role
 from apps.roles.selectors import roles_by_handle
 
@@ -138,3 +138,10 @@ def render_session_controls(session) -> SafeString:
     """The session's strip, role picker and addressing line as out-of-band fragments."""
     context = {**session_controls_context(session), "oob": True}
     return mark_safe(render_to_string("chat/_session_controls.html", context))  # noqa: S308
+
+
+def render_thread_tree(session) -> SafeString:
+    """The sidebar's thread tree as an out-of-band fragment for every tab on the session;
+    each page marks its own thread as current."""
+    context = {"tree": thread_tree(session=session), "oob": True}
+    return mark_safe(render_to_string("chat/_thread_tree.html", context))  # noqa: S308

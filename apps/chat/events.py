@@ -13,7 +13,12 @@ from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
 from django.db import transaction
 
-from apps.chat.bubbles import render_bubbles, render_session_controls, render_thread_label
+from apps.chat.bubbles import (
+    render_bubbles,
+    render_session_controls,
+    render_thread_label,
+    render_thread_tree,
+)
 from apps.chat.models import Message, Session, Thread
 
 # A settled bubble outranks every delta of its stream, whatever arrives late.
@@ -71,6 +76,19 @@ def publish_thread_renamed_on_commit(*, thread: Thread) -> None:
         ):
             html = render_thread_label(thread, variant)
             send_to_group(group, {"type": "chat.html", "html": html})
+
+    transaction.on_commit(send)
+
+
+def publish_thread_tree_on_commit(*, session_id: int) -> None:
+    """After commit, show a new thread or branch in the sidebar of every tab on the session."""
+
+    def send() -> None:
+        session = Session.objects.get(pk=session_id)
+        async_to_sync(get_channel_layer().group_send)(
+            session_group(session.public_id),
+            {"type": "chat.html", "html": render_thread_tree(session)},
+        )
 
     transaction.on_commit(send)
 

@@ -51,6 +51,7 @@ def thread_create(*, session: Session) -> Thread:
         thread = Thread.objects.create(session=session)
         session.active_thread = thread
         session.save(update_fields=["active_thread", "updated_at"])
+        events.publish_thread_tree_on_commit(session_id=session.pk)
     return thread
 
 
@@ -493,6 +494,7 @@ def thread_branch(*, thread: Thread, message: Message | None) -> Thread:
         Session.objects.filter(pk=parent.session_id).update(
             active_thread=branch, updated_at=timezone.now()
         )
+        events.publish_thread_tree_on_commit(session_id=parent.session_id)
     return branch
 
 

@@ -46,6 +46,45 @@
     });
   });
 
+  // Another tab made a thread: the pushed tree replaces ours and this page marks its own
+  // thread. While a rename is open in the tree, the new tree waits until the rename closes.
+  let pendingTree = null;
+  function markCurrentThread(tree) {
+    const chat = document.getElementById("chat");
+    if (!chat) return;
+    const current = tree.querySelector('.thread-item[data-thread="' + chat.dataset.thread + '"] > a');
+    if (current) current.setAttribute("aria-current", "page");
+  }
+  function applyPendingTree() {
+    const tree = document.getElementById("thread-tree");
+    if (!pendingTree || !tree) return;
+    const fresh = pendingTree;
+    pendingTree = null;
+    // Names pushed since the tree was rendered have already reached the old one.
+    tree.querySelectorAll(".thread-label[id]").forEach(function (label) {
+      const twin = fresh.querySelector("#" + CSS.escape(label.id));
+      if (twin) twin.textContent = label.textContent;
+    });
+    tree.replaceWith(fresh);
+    htmx.process(fresh);
+    markCurrentThread(fresh);
+  }
+  document.addEventListener("htmx:oobBeforeSwap", function (evt) {
+    const target = evt.detail.target;
+    if (!target || target.id !== "thread-tree") return;
+    if (!target.querySelector(".rename-form:not([hidden])")) return;
+    const incoming = evt.detail.fragment.querySelector("#thread-tree") || evt.detail.fragment.firstElementChild;
+    if (incoming) {
+      pendingTree = incoming.cloneNode(true);
+      pendingTree.removeAttribute("hx-swap-oob");
+    }
+    evt.detail.shouldSwap = false;
+  });
+  document.addEventListener("htmx:oobAfterSwap", function (evt) {
+    const tree = document.getElementById("thread-tree");
+    if (tree && tree.contains(evt.target)) markCurrentThread(tree);
+  });
+
   document.addEventListener("htmx:wsBeforeMessage", function () { stickToBottom = atBottom(); });
   document.addEventListener("htmx:wsAfterMessage", followIfSticking);
   document.addEventListener("htmx:afterSettle", followIfSticking);
@@ -199,6 +238,14 @@
       .forEach(function (el) { el.hidden = false; });
     const toggle = owner.querySelector(".rename-toggle");
     if (restore && toggle) toggle.focus();
+    if (pendingTree && owner.closest("#thread-tree")) {
+      const refocus = restore && owner.dataset.thread;
+      applyPendingTree();
+      if (refocus) {
+        const again = document.querySelector('#thread-tree .thread-item[data-thread="' + refocus + '"] .rename-toggle');
+        if (again) again.focus();
+      }
+    }
   }
   document.addEventListener("click", function (evt) {
     const toggle = evt.target.closest(".rename-toggle");

@@ -399,3 +399,38 @@ def test_the_keyboard_reaches_every_control(chat, fast_demo):
     # Focus is drawn: the focused control has an outline.
     outline = rename.evaluate("el => getComputedStyle(el).outlineStyle")
     assert outline != "none"
+
+
+def test_a_thread_made_in_one_tab_appears_in_the_others_sidebar(chat, fast_demo):
+    first_url = chat.url
+    other = chat.context.new_page()
+    other.goto(first_url)
+    expect(other.locator("#sync-state")).to_have_attribute("data-synced", "true")
+    chat.get_by_role("button", name="New chat").click()
+    expect(chat).not_to_have_url(first_url)
+    # The other tab lists the new thread and still marks its own as current.
+    expect(other.locator(".thread-tree li")).to_have_count(2)
+    current = other.locator(".thread-tree a[aria-current=page]")
+    expect(current).to_have_count(1)
+    expect(current).to_have_attribute("href", re.compile(str(chat.session.active_thread.public_id)))
+    # A rename open in a sidebar is not swapped away under the typist: the new tree waits
+    # until the rename closes, and keeps names pushed in the meantime.
+    item = other.locator(".thread-tree li").last
+    item.get_by_role("button", name="Rename").click()
+    item.get_by_role("textbox", name="Thread name").fill("Half-typed")
+    chat.get_by_role("button", name="New chat").click()
+    expect(chat.locator(".thread-tree li")).to_have_count(3)
+    from apps.chat import services
+
+    first_thread = chat.session.active_thread
+    # Pushed after the tree, so once it shows, the tree's push has been handled too.
+    off_the_event_loop(lambda: services.thread_rename(thread=first_thread, label="Renamed <i>"))
+    expect(other.locator(f"#thread-label-{first_thread.public_id}")).to_have_text("Renamed <i>")
+    expect(other.get_by_role("textbox", name="Thread name")).to_have_value("Half-typed")
+    expect(other.locator(".thread-tree li")).to_have_count(2)
+    other.keyboard.press("Escape")
+    expect(other.locator(".thread-tree li")).to_have_count(3)
+    expect(other.locator(f"#thread-label-{first_thread.public_id}")).to_have_text("Renamed <i>")
+    expect(other.locator(".thread-tree a[aria-current=page]")).to_have_count(1)
+    expect(other.locator(".thread-tree a[aria-current=page]")).to_contain_text("Renamed <i>")
+    other.close()
