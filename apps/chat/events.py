@@ -8,6 +8,7 @@ controls (summary strip, role picker, addressing line) to every tab on any of it
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable, Iterable
 
 from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
@@ -33,20 +34,31 @@ def session_group(session_public_id: uuid.UUID | str) -> str:
     return f"session.{uuid.UUID(str(session_public_id)).hex}"
 
 
-def publish_messages_added_on_commit(*, thread: Thread, messages: list[Message]) -> None:
-    """After commit, append new bubbles to every tab showing the thread."""
+def _send_on_commit(events_of: Callable[[], Iterable[tuple[str, dict]]]) -> None:
+    """After commit, build the (group, event) pairs — from committed rows — and send them."""
 
     def send() -> None:
-        async_to_sync(get_channel_layer().group_send)(
-            thread_group(thread.public_id),
-            {
-                "type": "chat.append",
-                "html": render_bubbles(messages),
-                "messages": [str(message.public_id) for message in messages],
-            },
-        )
+        group_send = async_to_sync(get_channel_layer().group_send)
+        for group, event in events_of():
+            group_send(group, event)
 
     transaction.on_commit(send)
+
+
+def publish_messages_added_on_commit(*, thread: Thread, messages: list[Message]) -> None:
+    """After commit, append new bubbles to every tab showing the thread."""
+    _send_on_commit(
+        lambda: [
+            (
+                thread_group(thread.public_id),
+                {
+                    "type": "chat.append",
+                    "html": render_bubbles(messages),
+                    "messages": [str(message.public_id) for message in messages],
+                },
+            )
+        ]
+    )
 
 
 def publish_message_replaced_on_commit(*, message: Message, seq: int) -> None:
@@ -55,42 +67,34 @@ def publish_message_replaced_on_commit(*, message: Message, seq: int) -> None:
     `seq=0` starts the message over (a retried or regenerated reply): tabs forget the
     sequence numbers of its previous run.
     """
-
-    def send() -> None:
-        async_to_sync(get_channel_layer().group_send)(
-            thread_group(message.thread.public_id), state_event(message=message, seq=seq)
-        )
-
-    transaction.on_commit(send)
+    _send_on_commit(
+        lambda: [(thread_group(message.thread.public_id), state_event(message=message, seq=seq))]
+    )
 
 
 def publish_thread_renamed_on_commit(*, thread: Thread) -> None:
     """After commit, show a thread's new name wherever a tab shows it: in the sidebar of every
     tab on the session, and in the title of the tabs on the thread itself."""
-
-    def send() -> None:
-        send_to_group = async_to_sync(get_channel_layer().group_send)
-        for group, variant in (
-            (session_group(thread.session.public_id), "label"),
-            (thread_group(thread.public_id), "title"),
-        ):
-            html = render_thread_label(thread, variant)
-            send_to_group(group, {"type": "chat.html", "html": html})
-
-    transaction.on_commit(send)
+    _send_on_commit(
+        lambda: [
+            (group, {"type": "chat.html", "html": render_thread_label(thread, variant)})
+            for group, variant in (
+                (session_group(thread.session.public_id), "label"),
+                (thread_group(thread.public_id), "title"),
+            )
+        ]
+    )
 
 
 def publish_thread_tree_on_commit(*, session_id: int) -> None:
     """After commit, show a new thread or branch in the sidebar of every tab on the session."""
 
-    def send() -> None:
+    def events_of():
         session = Session.objects.get(pk=session_id)
-        async_to_sync(get_channel_layer().group_send)(
-            session_group(session.public_id),
-            {"type": "chat.html", "html": render_thread_tree(session)},
-        )
+        html = render_thread_tree(session)
+        return [(session_group(session.public_id), {"type": "chat.html", "html": html})]
 
-    transaction.on_commit(send)
+    _send_on_commit(events_of)
 
 
 def session_controls_event(*, session_id: int) -> dict:
@@ -102,13 +106,9 @@ def session_controls_event(*, session_id: int) -> dict:
 
 def publish_session_controls_on_commit(*, session: Session) -> None:
     """After commit, show the session's current controls in every tab open on it."""
-
-    def send() -> None:
-        async_to_sync(get_channel_layer().group_send)(
-            session_group(session.public_id), session_controls_event(session_id=session.pk)
-        )
-
-    transaction.on_commit(send)
+    _send_on_commit(
+        lambda: [(session_group(session.public_id), session_controls_event(session_id=session.pk))]
+    )
 
 
 def state_event(*, message: Message, seq: int, live_text: str | None = None) -> dict:
