@@ -28,9 +28,13 @@ browser:
 		{ echo "Could not install chromium: run 'apt-get install chromium fonts-noto-color-emoji' as root."; exit 1; }; \
 	fi
 
+# Style, the import contracts (rooms and the direction of calls, no cycles: see
+# docs/architecture.md), types, and migrations in step with the models.
 lint: setup
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/lint-imports
+	$(VENV)/bin/mypy
 	$(PY) manage.py makemigrations --check --dry-run >/dev/null
 
 format: setup

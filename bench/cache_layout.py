@@ -31,13 +31,13 @@ django.setup()
 
 import yaml  # noqa: E402
 
-from apps.chat.prompting import (  # noqa: E402
+from apps.chat.council.prompting import (  # noqa: E402
     LAST_CUE,
     RosterEntry,
     TranscriptEntry,
     build_role_request,
 )
-from apps.chat.tools import tool_definitions  # noqa: E402
+from apps.chat.council.tools import tool_definitions  # noqa: E402
 from apps.providers.emulator import Emulator, Script  # noqa: E402
 from apps.providers.registry import get_adapter  # noqa: E402
 from apps.providers.types import SystemBlock, TextDelta, Usage  # noqa: E402

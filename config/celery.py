@@ -21,7 +21,7 @@ def recover_replies_once() -> None:
     """Replies a worker left unfinished (it died, or the broker lost its tasks)."""
     from django.db import connections
 
-    from apps.chat.services import replies_recover
+    from apps.chat.council.replies import replies_recover
 
     try:
         restarted = replies_recover()

@@ -24,6 +24,12 @@ def _manage(*args: str, env: dict[str, str]) -> None:
     subprocess.run([PYTHON, "manage.py", *args], cwd=ROOT, env=env, check=True)
 
 
+def _program(child: subprocess.Popen) -> str:
+    """The program a child runs, for messages."""
+    args = child.args
+    return str(args[0] if isinstance(args, list) else args)
+
+
 def main() -> int:
     # SIGTERM (e.g. from a process manager) stops the children just like Ctrl-C does.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
@@ -77,7 +83,7 @@ def main() -> int:
         print(f"\nParley is running at http://{host}:{port}/  (Ctrl-C stops everything)\n")
         while all(child.poll() is None for child in children):
             time.sleep(0.5)
-        failed = [child.args[0] for child in children if child.poll() not in (None, 0)]
+        failed = [_program(child) for child in children if child.poll() not in (None, 0)]
         if failed:
             print(f"A process stopped unexpectedly: {', '.join(map(str, failed))}")
         return 1

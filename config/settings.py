@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
@@ -94,13 +95,14 @@ TEMPLATES = [
 ]
 
 
-def _database() -> dict:
+def _database() -> dict[str, Any]:
     default = f"sqlite:///{VAR_DIR / 'parley.sqlite3'}"
     url = env_str("DATABASE_URL", default)
     try:
-        config = dj_database_url.parse(url, conn_max_age=env_int("DB_CONN_MAX_AGE", 0, minimum=0))
+        parsed = dj_database_url.parse(url, conn_max_age=env_int("DB_CONN_MAX_AGE", 0, minimum=0))
     except ValueError as exc:
         raise ImproperlyConfigured(f"DATABASE_URL={url!r} is not a database URL: {exc}") from exc
+    config: dict[str, Any] = dict(parsed)
     if config["ENGINE"] == "django.db.backends.sqlite3":
         # Web, worker threads and tests write concurrently: WAL plus immediate transactions
         # turn "database is locked" races into short waits.

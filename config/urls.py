@@ -5,5 +5,5 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     path("", include("apps.accounts.urls")),
     path("", include("apps.providers.urls")),
-    path("", include("apps.chat.urls")),
+    path("", include("apps.chat.web.urls")),
 ]

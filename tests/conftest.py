@@ -10,7 +10,7 @@ import pytest
 from django.conf import settings as django_settings
 from django.contrib.auth import get_user_model
 
-from apps.chat import services as chat_services
+from apps.chat.records.sessions import session_create, session_set_provider
 from apps.roles.models import Role
 from apps.roles.services import role_pack_load
 
@@ -63,7 +63,7 @@ def roles(db):
 
 @pytest.fixture
 def alice_session(alice, roles):
-    return chat_services.session_create(owner=alice, name="Alice's session")
+    return session_create(owner=alice, name="Alice's session")
 
 
 @pytest.fixture
@@ -140,8 +140,8 @@ def celery_worker(celery_worker_session, transactional_db):
     runs on into the next test's database.
     """
     yield celery_worker_session
+    from apps.chat.council.replies import thread_interrupt
     from apps.chat.models import IN_FLIGHT, Message, Thread
-    from apps.chat.services import thread_interrupt
 
     for thread in Thread.objects.filter(messages__status__in=IN_FLIGHT).distinct():
         thread_interrupt(thread=thread)
@@ -293,7 +293,7 @@ def emulated_anthropic(alice, emulator):
 
 @pytest.fixture
 def anthropic_thread(alice_thread, emulated_anthropic):
-    chat_services.session_set_provider(
+    session_set_provider(
         session=alice_thread.session, credential=emulated_anthropic, model="claude-sonnet-5"
     )
     return alice_thread

@@ -7,7 +7,7 @@ from django.contrib.auth import get_user_model
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.test import Client
 
-from apps.chat import services
+from apps.chat.council.posting import message_post
 from apps.chat.models import Message
 from apps.providers.services import credential_save
 from apps.roles.models import Role
@@ -25,7 +25,7 @@ def admin_client(alice_thread):
         owner=alice_thread.session.owner, name="Key", provider="anthropic", base_url="",
         api_key=KEY,
     )  # fmt: skip
-    posted = services.message_post(
+    posted = message_post(
         thread=alice_thread, author=alice_thread.session.owner, text="@director hi"
     )
     Message.objects.filter(pk=posted.replies[0].pk).update(

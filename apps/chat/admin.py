@@ -1,4 +1,5 @@
 from django.contrib import admin
+from django.template.response import TemplateResponse
 
 from apps.chat.models import (
     Message,
@@ -30,8 +31,16 @@ class SessionAdmin(admin.ModelAdmin):
 
 class MessageInline(admin.TabularInline):
     model = Message
-    fields = ["seq", "speaker", "kind", "status", "text_preview", "provider", "model", "created_at"]
-    readonly_fields = fields
+    fields = readonly_fields = (
+        "seq",
+        "speaker",
+        "kind",
+        "status",
+        "text_preview",
+        "provider",
+        "model",
+        "created_at",
+    )
     extra = 0
     can_delete = False
     show_change_link = True
@@ -127,7 +136,10 @@ class UsageAdmin(admin.ModelAdmin):
 
     def changelist_view(self, request, extra_context=None):
         response = super().changelist_view(request, extra_context)
-        changelist = getattr(response, "context_data", {}).get("cl")
-        if changelist is not None:
-            response.context_data["usage_totals"] = usage_totals(changelist.queryset.order_by())
+        # A redirect (after a bulk action, say) has no change list to total.
+        if isinstance(response, TemplateResponse) and response.context_data:
+            changelist = response.context_data.get("cl")
+            if changelist is not None:
+                queryset = changelist.queryset.order_by()
+                response.context_data["usage_totals"] = usage_totals(queryset)
         return response

@@ -139,7 +139,7 @@ async def live_snapshot(client: aioredis.Redis, message_id: str) -> LiveSnapshot
     text, seq = await client.mget(_text_key(message_id), _seq_key(message_id))
     if text is None or seq is None:
         return None
-    return LiveSnapshot(text=text, seq=int(seq))
+    return LiveSnapshot(text=text if isinstance(text, str) else text.decode(), seq=int(seq))
 
 
 def request_cancel(message_ids: list[str], *, restart: bool = False) -> None:

@@ -9,6 +9,7 @@ from django.db.models.fields.json import KT
 from django.db.models.functions import Cast, Coalesce
 
 from apps.chat.models import IN_FLIGHT, Message, Session, SessionRole, Thread
+from apps.roles.models import Role
 
 
 def session_links(*, session: Session) -> list[SessionRole]:
@@ -83,8 +84,6 @@ def inherited_messages(*, thread: Thread) -> list[Message]:
 def speaker_names(*, session: Session) -> dict[str, str]:
     """How each speaker is named in a transcript: roles by display name, the person as 'User'
     (the owner's name would leak into every request and break sharing between users)."""
-    from apps.roles.models import Role
-
     names = dict(Role.objects.values_list("handle", "display_name"))
     names["user"] = "User"
     return names

@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import asyncio
 import random
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncGenerator, Awaitable, Callable
 from dataclasses import replace
 
-from apps.providers.registry import ProviderAdapter
 from apps.providers.types import (
     ChatMessage,
     ChatRequest,
+    ProviderAdapter,
     ProviderError,
     Stop,
     StreamEvent,
@@ -74,12 +74,13 @@ async def converse(
     max_continuations: int = MAX_CONTINUATIONS,
     max_tool_rounds: int = MAX_TOOL_ROUNDS,
     sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
-) -> AsyncIterator[StreamEvent]:
+) -> AsyncGenerator[StreamEvent, None]:
     """Yield text, tool calls and results, then one summed Usage and the final Stop."""
     messages = list(request.messages)
     usage = Usage()
     shown_any = False
     continuations = tool_rounds = 0
+    calls: list[ToolCall]
     while True:
         text, calls, stop = "", [], Stop("other")
         for attempt in range(max_attempts):

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 # Canonical content parts are plain dicts so they serialise straight into Message.content:
 #   {"type": "text", "text": str}
@@ -88,9 +89,12 @@ class Usage:
         )
 
 
+StopReason = Literal["end", "max_tokens", "tool_use", "stop_sequence", "refusal", "other"]
+
+
 @dataclass(frozen=True)
 class Stop:
-    reason: Literal["end", "max_tokens", "tool_use", "stop_sequence", "refusal", "other"]
+    reason: StopReason
 
 
 StreamEvent = TextDelta | ToolCall | ToolResult | Usage | Stop
@@ -130,3 +134,22 @@ def retry_after_seconds(headers) -> float | None:
             except ValueError:
                 continue
     return None
+
+
+class ProviderAdapter(Protocol):
+    """What every provider adapter offers; the registry maps a provider kind to one."""
+
+    kind: str
+    label: str
+    default_model: str
+    fallback_models: tuple[str, ...]  # offered when the provider's model list is unavailable
+
+    def stream(
+        self, request: ChatRequest, *, api_key: str = "", base_url: str = ""
+    ) -> AsyncIterator[StreamEvent]:
+        """Yield the reply's events; raise ProviderError when the call fails."""
+        ...
+
+    async def list_models(self, *, api_key: str = "", base_url: str = "") -> list[str]:
+        """The provider's model ids; raise ProviderError when the call fails."""
+        ...

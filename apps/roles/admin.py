@@ -1,3 +1,5 @@
+from typing import cast
+
 from django import forms
 from django.contrib import admin, messages
 from django.core.exceptions import ValidationError
@@ -16,10 +18,12 @@ class RolePackImportForm(forms.Form):
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
-        self.fields["shipped"].choices = [("", "—")] + [(slug, slug) for slug in shipped_packs()]
+        cast(forms.ChoiceField, self.fields["shipped"]).choices = [("", "—")] + [
+            (slug, slug) for slug in shipped_packs()
+        ]
 
     def clean(self):
-        data = super().clean()
+        data = super().clean() or {}
         if bool(data.get("shipped")) == bool(data.get("file")):
             raise ValidationError("Choose a shipped pack or upload a file (one of them).")
         return data

@@ -12,7 +12,7 @@ from django.conf import settings
 from playwright.sync_api import expect
 
 from apps.chat.models import Message, MessageStatus, Session
-from apps.chat.services import session_create
+from apps.chat.records.sessions import session_create
 from apps.providers.emulator import Script
 from apps.roles.models import Role
 from tests.browser.test_live_chat import log_in
@@ -294,13 +294,14 @@ def test_screenshots_in_light_and_dark(chat, fast_demo):
         else (Path(settings.VAR_DIR) / "screenshots")
     )
     target.mkdir(parents=True, exist_ok=True)
-    from apps.chat import services
+    from apps.chat.council.posting import message_post
+    from apps.chat.records.threads import thread_branch, thread_create, thread_rename
 
     def another_thread_with_a_branch():
-        other = services.thread_create(session=chat.session)
-        services.thread_rename(thread=other, label="Sound palette for the market")
-        first = services.message_post(thread=other, author=chat.session.owner, text="Sounds?")
-        services.thread_branch(thread=other, message=first.user_message)
+        other = thread_create(session=chat.session)
+        thread_rename(thread=other, label="Sound palette for the market")
+        first = message_post(thread=other, author=chat.session.owner, text="Sounds?")
+        thread_branch(thread=other, message=first.user_message)
 
     off_the_event_loop(another_thread_with_a_branch)
     chat.reload()  # the sidebar now shows the other thread and its branch
@@ -420,11 +421,11 @@ def test_a_thread_made_in_one_tab_appears_in_the_others_sidebar(chat, fast_demo)
     item.get_by_role("textbox", name="Thread name").fill("Half-typed")
     chat.get_by_role("button", name="New chat").click()
     expect(chat.locator(".thread-tree li")).to_have_count(3)
-    from apps.chat import services
+    from apps.chat.records.threads import thread_rename
 
     first_thread = chat.session.active_thread
     # Pushed after the tree, so once it shows, the tree's push has been handled too.
-    off_the_event_loop(lambda: services.thread_rename(thread=first_thread, label="Renamed <i>"))
+    off_the_event_loop(lambda: thread_rename(thread=first_thread, label="Renamed <i>"))
     expect(other.locator(f"#thread-label-{first_thread.public_id}")).to_have_text("Renamed <i>")
     expect(other.get_by_role("textbox", name="Thread name")).to_have_value("Half-typed")
     expect(other.locator(".thread-tree li")).to_have_count(2)

@@ -6,7 +6,7 @@ import pytest
 from playwright.sync_api import expect
 
 from apps.chat.models import Message, MessageStatus
-from apps.chat.services import session_create
+from apps.chat.records.sessions import session_create
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 

@@ -7,15 +7,16 @@ from django.core.exceptions import ValidationError
 from django.test import Client
 from django.urls import reverse
 
-from apps.chat import services
+from apps.chat.council.posting import message_post
+from apps.chat.council.requests import request_for_reply
 from apps.chat.models import Message, MessageKind, Session, Stage
-from apps.chat.reply_requests import request_for_reply
+from apps.chat.records.sessions import session_set_roles
 
 pytestmark = pytest.mark.django_db
 
 
 def post(thread, text):
-    return services.message_post(thread=thread, author=thread.session.owner, text=text)
+    return message_post(thread=thread, author=thread.session.owner, text=text)
 
 
 def speakers(posted):
@@ -118,7 +119,5 @@ def test_rerun_is_scoped_to_the_owner(alice_thread, bob):
 def test_rounds_warns_when_too_few_roles_can_take_part(alice_thread):
     from apps.roles.models import Role
 
-    services.session_set_roles(
-        session=alice_thread.session, roles=[Role.objects.get(handle="assistant")]
-    )
+    session_set_roles(session=alice_thread.session, roles=[Role.objects.get(handle="assistant")])
     assert "at least two unmuted roles" in post(alice_thread, "/rounds 2").notices[0].text

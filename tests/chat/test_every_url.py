@@ -9,7 +9,7 @@ import pytest
 from django.test import Client
 from django.urls import reverse
 
-from apps.chat import services
+from apps.chat.council.posting import message_post
 from apps.chat.models import Message, MessageStatus, Session, Thread
 from apps.providers.services import credential_save
 
@@ -18,7 +18,7 @@ pytestmark = pytest.mark.django_db
 
 @pytest.fixture
 def world(alice, alice_thread, bob, charlie):
-    posted = services.message_post(thread=alice_thread, author=alice, text="@director hello")
+    posted = message_post(thread=alice_thread, author=alice, text="@director hello")
     Message.objects.filter(pk=posted.replies[0].pk).update(
         status=MessageStatus.DONE, content=[{"type": "text", "text": "Hi."}]
     )

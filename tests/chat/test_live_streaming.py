@@ -12,9 +12,12 @@ from channels.layers import get_channel_layer
 from channels.testing import WebsocketCommunicator
 from django.test import Client
 
-from apps.chat import events, livestate
+from apps.chat import livestate
+from apps.chat.council.posting import message_post
+from apps.chat.display import events
 from apps.chat.models import Message, MessageStatus
-from apps.chat.services import message_post, session_create, thread_create, thread_rename
+from apps.chat.records.sessions import session_create
+from apps.chat.records.threads import thread_create, thread_rename
 from config.asgi import application
 from tests.chat.tabs import Tab
 

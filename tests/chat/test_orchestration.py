@@ -11,8 +11,18 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from apps.chat import livestate, orchestration, services
+from apps.chat import livestate
+from apps.chat.council import orchestration
+from apps.chat.council.posting import message_post
+from apps.chat.council.replies import (
+    replies_recover,
+    reply_rerun,
+    session_restart_in_flight,
+    thread_interrupt,
+)
 from apps.chat.models import Message, MessageStatus, Stage, Turn
+from apps.chat.records.messages import allocate_seqs
+from apps.chat.records.sessions import session_set_provider, session_set_roles
 from apps.providers.emulator import Script
 from apps.roles.models import Role
 from config.celery import start_recovery, stop_recovery
@@ -49,7 +59,7 @@ def council(anthropic_thread, settings):
     """The four creative roles and the director, and nobody else."""
     settings.PARLEY_FLUSH_INTERVAL_MS = 20
     session = anthropic_thread.session
-    services.session_set_roles(
+    session_set_roles(
         session=session, roles=list(Role.objects.filter(handle__in=[*FOUR, "director"]))
     )
     return anthropic_thread
@@ -64,7 +74,7 @@ def test_all_fans_out_in_parallel_and_the_director_answers_last_seeing_everyone(
         *(answer(handle, tokens_per_second=15) for handle in FOUR),
         answer("director", text="I decide."),
     )
-    posted = services.message_post(thread=council, author=alice, text="@all what opens the film?")
+    posted = message_post(thread=council, author=alice, text="@all what opens the film?")
     assert [r.speaker for r in posted.replies] == [*FOUR, "director"]
     replies = wait_settled(posted.replies)
     assert [r.status for r in replies] == ["done"] * 5
@@ -93,7 +103,7 @@ def test_a_failing_role_does_not_block_the_director(
         *(answer(handle) for handle in FOUR if handle != failing),
         answer("director", text="Three of you answered; here is my call."),
     )
-    posted = services.message_post(thread=council, author=alice, text="@all opening shot?")
+    posted = message_post(thread=council, author=alice, text="@all opening shot?")
     replies = {r.speaker: r for r in wait_settled(posted.replies)}
     assert replies[failing].status == MessageStatus.ERROR
     assert replies[failing].error
@@ -112,7 +122,7 @@ def test_interrupt_stops_every_call_within_a_second_and_cancels_auto_rounds(
     session.save()
     long_text = "word " * 400
     emulator.script(*(answer(h, text=long_text, tokens_per_second=20) for h in FOUR))
-    posted = services.message_post(thread=council, author=alice, text="@all take your time")
+    posted = message_post(thread=council, author=alice, text="@all take your time")
     parallel = [r for r in posted.replies if r.speaker in FOUR]
     wait_until(
         lambda: (
@@ -125,7 +135,7 @@ def test_interrupt_stops_every_call_within_a_second_and_cancels_auto_rounds(
     # The DB checkpoint lags; wait until the live tails are visibly growing in every call.
     wait_until(lambda: len(emulator.requests) == 4)
     started = time.monotonic()
-    services.thread_interrupt(thread=council)
+    thread_interrupt(thread=council)
     replies = wait_settled(posted.replies, timeout=5)
     elapsed = time.monotonic() - started
     assert elapsed < 1.0, f"the interrupt took {elapsed:.2f} s"
@@ -143,13 +153,13 @@ def test_interrupt_stops_every_call_within_a_second_and_cancels_auto_rounds(
 
 def test_auto_rounds_run_round_robin_one_at_a_time(alice, council, celery_worker, emulator):
     session = council.session
-    services.session_set_roles(
+    session_set_roles(
         session=session, roles=list(Role.objects.filter(handle__in=["director", *FOUR[:2]]))
     )
     session.auto_rounds = 2
     session.save()
     emulator.script(*(Script(text="A short thought.", provider="anthropic") for _ in range(7)))
-    posted = services.message_post(thread=council, author=alice, text="@editorial_architect go")
+    posted = message_post(thread=council, author=alice, text="@editorial_architect go")
     turn = Turn.objects.get(thread=council)
     wait_until(lambda: Turn.objects.get(pk=turn.pk).auto_replies_done == 6, timeout=20)
     auto = wait_settled(list(Message.objects.filter(turn=turn, stage=Stage.AUTO_ROUND)))
@@ -171,17 +181,17 @@ def test_a_new_message_stops_pending_auto_rounds(alice, council, celery_worker, 
     emulator.script(
         *(Script(text="more " * 30, tokens_per_second=60, provider="anthropic") for _ in range(30))
     )
-    services.message_post(thread=council, author=alice, text="@visual_architect start")
+    message_post(thread=council, author=alice, text="@visual_architect start")
     first = Turn.objects.get(thread=council)
     wait_until(lambda: Turn.objects.get(pk=first.pk).auto_replies_done >= 1, timeout=15)
-    services.message_post(thread=council, author=alice, text="@director stop there")
+    message_post(thread=council, author=alice, text="@director stop there")
     first.refresh_from_db()
     done_at_stop = first.auto_replies_done
     assert first.rounds_stopped
     time.sleep(2.5)  # several replies' worth of time
     first.refresh_from_db()
     assert first.auto_replies_done == done_at_stop
-    services.thread_interrupt(thread=council)
+    thread_interrupt(thread=council)
 
 
 def test_retry_reruns_only_the_failed_role_and_regenerate_keeps_the_old_text(
@@ -192,14 +202,14 @@ def test_retry_reruns_only_the_failed_role_and_regenerate_keeps_the_old_text(
         Script(text="Second time lucky.", provider="anthropic"),
         Script(text="A fresh take.", provider="anthropic"),
     )
-    posted = services.message_post(thread=anthropic_thread, author=alice, text="hello")
+    posted = message_post(thread=anthropic_thread, author=alice, text="hello")
     (reply,) = wait_settled(posted.replies)
     assert reply.status == MessageStatus.ERROR
-    services.reply_rerun(message=reply)
+    reply_rerun(message=reply)
     (reply,) = wait_settled([reply])
     assert (reply.status, reply.text) == ("done", "Second time lucky.")
     assert reply.alternatives == []  # an error without text leaves nothing to keep
-    services.reply_rerun(message=reply)
+    reply_rerun(message=reply)
     (reply,) = wait_settled([reply])
     assert reply.text == "A fresh take."
     assert [alt["content"][0]["text"] for alt in reply.alternatives] == ["Second time lucky."]
@@ -217,7 +227,7 @@ def test_a_reply_that_starts_another_participants_turn_is_cut_there(
             provider="anthropic",
         )
     )
-    posted = services.message_post(thread=anthropic_thread, author=alice, text="hello")
+    posted = message_post(thread=anthropic_thread, author=alice, text="hello")
     (reply,) = wait_settled(posted.replies)
     assert (reply.status, reply.text) == ("done", "We go wide.")
     wait_until(lambda: emulator.requests[-1].closed_early, timeout=3)
@@ -230,14 +240,12 @@ def test_apply_now_restarts_a_streaming_reply_with_the_new_settings(
         Script(text="old " * 200, tokens_per_second=20, provider="anthropic"),
         Script(text="Restarted with the new model.", provider="anthropic"),
     )
-    posted = services.message_post(thread=anthropic_thread, author=alice, text="hello")
+    posted = message_post(thread=anthropic_thread, author=alice, text="hello")
     reply = posted.replies[0]
     wait_until(lambda: Message.objects.get(pk=reply.pk).text.startswith("old"), timeout=10)
     session = anthropic_thread.session
-    services.session_set_provider(
-        session=session, credential=session.credential, model="claude-haiku-4-5"
-    )
-    services.session_restart_in_flight(session=session)
+    session_set_provider(session=session, credential=session.credential, model="claude-haiku-4-5")
+    session_restart_in_flight(session=session)
     wait_until(lambda: Message.objects.get(pk=reply.pk).alternatives, timeout=5)
     (reply,) = wait_settled([reply])
     assert (reply.status, reply.text, reply.model) == (
@@ -250,7 +258,7 @@ def test_apply_now_restarts_a_streaming_reply_with_the_new_settings(
 
 def stalled_reply(thread, alice) -> Message:
     """A reply as a worker that died mid-stream leaves it: streaming, partial text, no lease."""
-    user_seq, reply_seq = services.allocate_seqs(thread, 2)
+    user_seq, reply_seq = allocate_seqs(thread, 2)
     Message.objects.create(
         thread=thread, seq=user_seq, speaker="user", author=alice,
         content=[{"type": "text", "text": "hello"}],
@@ -267,7 +275,7 @@ def test_a_reply_left_behind_by_a_dead_worker_is_recovered(
 ):
     reply = stalled_reply(alice_thread, alice)
     before = timezone.now()
-    assert services.replies_recover() == [reply.pk]
+    assert replies_recover() == [reply.pk]
     # Its dispatch time is renewed: the next look gives the new task a grace period.
     assert Message.objects.get(pk=reply.pk).dispatched_at >= before
     (reply,) = wait_settled([reply])
@@ -299,11 +307,11 @@ def test_a_reply_a_live_worker_holds_is_left_alone(alice, alice_thread, celery_w
     reply = stalled_reply(alice_thread, alice)
     client = livestate.sync_client()
     client.set(f"{livestate.PREFIX}:lease:{reply.pk}", "1", ex=30)
-    assert services.replies_recover() == []
+    assert replies_recover() == []
     time.sleep(0.5)
     assert Message.objects.get(pk=reply.pk).status == MessageStatus.STREAMING
     client.delete(f"{livestate.PREFIX}:lease:{reply.pk}")
-    services.replies_recover()
+    replies_recover()
     wait_settled([reply])
 
 
@@ -325,16 +333,14 @@ def test_a_rerun_queued_while_its_earlier_run_still_holds_the_lease_runs_once_it
 
 
 def test_a_stalled_turn_starts_its_next_stage(alice, alice_thread, celery_worker, fast_demo):
-    posted = services.message_post(
-        thread=alice_thread, author=alice, text="@visual_architect @director go"
-    )
+    posted = message_post(thread=alice_thread, author=alice, text="@visual_architect @director go")
     director = posted.replies[1]
     wait_settled(posted.replies)
     # As if the worker died between settling the visual architect and starting the director.
     Message.objects.filter(pk=director.pk).update(
         status=MessageStatus.QUEUED, dispatched_at=None, content=[]
     )
-    services.replies_recover()
+    replies_recover()
     (director,) = wait_settled([director])
     assert director.status == MessageStatus.DONE and director.text
 

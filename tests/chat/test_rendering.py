@@ -2,7 +2,7 @@ from html.parser import HTMLParser
 
 import pytest
 
-from apps.chat.rendering import ALLOWED_TAGS, render_markdown
+from apps.chat.display.markdown import ALLOWED_TAGS, render_markdown
 
 HOSTILE = [
     "<script>alert(1)</script>",

@@ -6,11 +6,13 @@ import json
 
 import pytest
 
-from apps.chat import services
+from apps.chat.council.posting import message_post
+from apps.chat.council.requests import request_for_reply
 from apps.chat.models import Message, MessageStatus, ThreadSummary
-from apps.chat.reply_requests import request_for_reply
+from apps.chat.records.messages import allocate_seqs
+from apps.chat.records.sessions import session_set_provider
+from apps.providers.adapters.translate import to_anthropic
 from apps.providers.emulator import Script
-from apps.providers.translate import to_anthropic
 from apps.roles.models import Role
 from tests.conftest import wait_settled
 
@@ -21,11 +23,11 @@ def wire(message: Message) -> dict:
 
 @pytest.mark.django_db
 def test_two_roles_in_one_turn_are_byte_identical_up_to_the_history_breakpoint(alice, alice_thread):
-    services.message_post(thread=alice_thread, author=alice, text="@visual_architect first idea?")
+    message_post(thread=alice_thread, author=alice, text="@visual_architect first idea?")
     Message.objects.filter(thread=alice_thread, speaker="visual_architect").update(
         status=MessageStatus.DONE, content=[{"type": "text", "text": "A wide dawn shot."}]
     )
-    posted = services.message_post(
+    posted = message_post(
         thread=alice_thread, author=alice, text="@editorial_architect @sound_designer your turn"
     )
     first, second = (wire(reply) for reply in posted.replies)
@@ -60,7 +62,7 @@ def test_the_second_role_reads_the_cache_the_first_one_wrote(
             for h in ("a", "b")
         )
     )
-    posted = services.message_post(
+    posted = message_post(
         thread=anthropic_thread, author=alice, text="@editorial_architect @visual_architect hi"
     )
     first, second = wait_settled(posted.replies)
@@ -83,7 +85,7 @@ def test_long_transcripts_are_summarised_once_in_the_request_and_never_deleted(
     settings.PARLEY_SUMMARY_THRESHOLD_TOKENS = 1000
     thread = anthropic_thread
     old = [f"Old point {n}: " + "the harbour scene needs rain " * 12 for n in range(20)]
-    seqs = services.allocate_seqs(thread, len(old))
+    seqs = allocate_seqs(thread, len(old))
     for seq, text in zip(seqs, old, strict=True):
         Message.objects.create(
             thread=thread,
@@ -100,7 +102,7 @@ def test_long_transcripts_are_summarised_once_in_the_request_and_never_deleted(
         Script(text="Agreed.", match="You are @director", provider="anthropic"),
         Script(text="Yes.", match="You are @visual_architect", provider="anthropic"),
     )
-    posted = services.message_post(thread=thread, author=alice, text="Where are we?")
+    posted = message_post(thread=thread, author=alice, text="Where are we?")
     wait_settled(posted.replies)
     role_request = next(r for r in emulator.requests if "You are @assistant" in str(r.body))
     blocks = [m["content"][0]["text"] for m in role_request.body["messages"]]
@@ -110,9 +112,7 @@ def test_long_transcripts_are_summarised_once_in_the_request_and_never_deleted(
     assert ThreadSummary.objects.filter(thread=thread).count() == 1
 
     # The next turn, two roles at once, reuses the stored summary.
-    posted = services.message_post(
-        thread=thread, author=alice, text="@director @visual_architect and now?"
-    )
+    posted = message_post(thread=thread, author=alice, text="@director @visual_architect and now?")
     wait_settled(posted.replies)
     summary_calls = [r for r in emulator.requests if "Summarise the conversation" in str(r.body)]
     assert len(summary_calls) == 1
@@ -126,15 +126,11 @@ def test_long_transcripts_are_summarised_once_in_the_request_and_never_deleted(
 @pytest.mark.django_db
 def test_per_role_model_and_credential_override(alice, alice_thread, emulated_anthropic):
     session = alice_thread.session
-    services.session_set_provider(
-        session=session, credential=emulated_anthropic, model="claude-haiku-4-5"
-    )
+    session_set_provider(session=session, credential=emulated_anthropic, model="claude-haiku-4-5")
     director = session.session_roles.get(role__handle="director")
     director.model_override = "claude-opus-5"
     director.save()
-    posted = services.message_post(
-        thread=alice_thread, author=alice, text="@director @actor_agent go"
-    )
+    posted = message_post(thread=alice_thread, author=alice, text="@director @actor_agent go")
     models = {reply.speaker: (reply.provider, reply.model) for reply in posted.replies}
     assert models == {
         "director": ("anthropic", "claude-opus-5"),
@@ -151,7 +147,7 @@ def test_per_role_model_and_credential_override(alice, alice_thread, emulated_an
     actor.credential, actor.model_override = local, "llama3.1"
     actor.save()
     Role.objects.filter(handle="director").update(model_override="")
-    posted = services.message_post(thread=alice_thread, author=alice, text="@actor_agent again")
+    posted = message_post(thread=alice_thread, author=alice, text="@actor_agent again")
     assert (posted.replies[0].provider, posted.replies[0].model) == (
         "openai_compatible",
         "llama3.1",

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from apps.chat import services
-from apps.chat.forms import SessionSettingsForm
+from apps.chat.council.lifecycle import session_apply_settings, thread_clear
+from apps.chat.council.posting import message_edit, message_post
 from apps.chat.models import Message, MessageStatus, Thread
-from apps.chat.naming import thread_name, unique_name
+from apps.chat.records.naming import thread_name, unique_name
+from apps.chat.records.threads import thread_branch, thread_create
 from apps.chat.selectors import session_usage, thread_tree, transcript_messages
+from apps.chat.web.forms import SessionSettingsForm
 from apps.providers.selectors import credentials_for_user
 from apps.roles.models import Role
 
@@ -16,7 +18,7 @@ pytestmark = pytest.mark.django_db
 
 
 def say(thread, text):
-    posted = services.message_post(thread=thread, author=thread.session.owner, text=text)
+    posted = message_post(thread=thread, author=thread.session.owner, text=text)
     Message.objects.filter(pk__in=[r.pk for r in posted.replies]).update(
         status=MessageStatus.DONE, content=[{"type": "text", "text": f"re: {text}"}]
     )
@@ -51,7 +53,7 @@ def test_names_are_automatic_and_unique_within_the_session(alice_thread, alice_s
     say(alice_thread, "How should the harbour scene open?")
     alice_thread.refresh_from_db()
     assert alice_thread.label == "Harbour scene open"
-    other = services.thread_create(session=alice_session)
+    other = thread_create(session=alice_session)
     say(other, "How should the harbour scene open?")
     other.refresh_from_db()
     assert other.label == "Harbour scene open 2"
@@ -61,13 +63,13 @@ def test_names_are_automatic_and_unique_within_the_session(alice_thread, alice_s
 def test_branch_from_here_keeps_the_history_up_to_that_message(alice_thread):
     first = say(alice_thread, "one")
     say(alice_thread, "two")
-    branch = services.thread_branch(thread=alice_thread, message=first.replies[0])
+    branch = thread_branch(thread=alice_thread, message=first.replies[0])
     assert texts(branch) == ["one", "re: one"]
     say(branch, "three")
     assert texts(branch) == ["one", "re: one", "three", "re: three"]
     assert texts(alice_thread) == ["one", "re: one", "two", "re: two"]
     # A branch of a branch, from an inherited message.
-    nested = services.thread_branch(thread=branch, message=first.user_message)
+    nested = thread_branch(thread=branch, message=first.user_message)
     assert texts(nested) == ["one"]
     tree = [(t.pk, depth) for t, depth in thread_tree(session=alice_thread.session)]
     assert (branch.pk, 1) in tree and (alice_thread.pk, 0) in tree
@@ -76,7 +78,7 @@ def test_branch_from_here_keeps_the_history_up_to_that_message(alice_thread):
 def test_editing_a_message_sends_it_again_as_a_branch(alice_thread):
     say(alice_thread, "one")
     second = say(alice_thread, "two")
-    posted = services.message_edit(
+    posted = message_edit(
         message=second.user_message, author=alice_thread.session.owner, text="TWO, better"
     )
     branch = posted.redirect_to
@@ -87,9 +89,9 @@ def test_editing_a_message_sends_it_again_as_a_branch(alice_thread):
 
 def test_clearing_deletes_messages_but_branches_keep_their_history(alice_thread):
     first = say(alice_thread, "one")
-    branch = services.thread_branch(thread=alice_thread, message=first.replies[0])
+    branch = thread_branch(thread=alice_thread, message=first.replies[0])
     say(branch, "two")
-    services.thread_clear(thread=alice_thread)
+    thread_clear(thread=alice_thread)
     assert not Message.objects.filter(thread=alice_thread).exists()
     branch.refresh_from_db()
     assert branch.parent is None
@@ -121,7 +123,7 @@ def test_settings_apply_to_the_next_turn(alice_thread):
     session = alice_thread.session
     form = settings_form(session)
     assert form.is_valid(), form.errors
-    services.session_apply_settings(session=session, change=form.change(), apply_now=False)
+    session_apply_settings(session=session, change=form.change(), apply_now=False)
     session.refresh_from_db()
     assert (session.persona, session.memory, session.addressing_mode, session.auto_rounds) == (
         "I direct documentaries.", "Budget is small.", "broadcast", 2,
@@ -142,10 +144,10 @@ def test_a_role_can_have_its_own_credential(alice_thread, emulated_anthropic):
         session, **{f"credential_{director.pk}": str(emulated_anthropic.public_id)}
     )
     assert form.is_valid(), form.errors
-    services.session_apply_settings(session=session, change=form.change(), apply_now=False)
+    session_apply_settings(session=session, change=form.change(), apply_now=False)
     link = session.session_roles.get(role=director)
     assert (link.credential, link.model_override) == (emulated_anthropic, "claude-opus-5")
-    posted = services.message_post(thread=alice_thread, author=session.owner, text="@all hi")
+    posted = message_post(thread=alice_thread, author=session.owner, text="@all hi")
     models = {r.speaker: (r.provider, r.model) for r in posted.replies}
     assert models == {"assistant": ("demo", "demo-1"), "director": ("anthropic", "claude-opus-5")}
     html = SessionSettingsForm(
@@ -155,16 +157,12 @@ def test_a_role_can_have_its_own_credential(alice_thread, emulated_anthropic):
 
 
 def test_apply_now_retargets_waiting_replies(alice_thread, emulated_anthropic):
-    posted = services.message_post(
-        thread=alice_thread, author=alice_thread.session.owner, text="hi"
-    )
+    posted = message_post(thread=alice_thread, author=alice_thread.session.owner, text="hi")
     waiting = posted.replies[0]
     assert waiting.provider == "demo"
     form = settings_form(alice_thread.session, credential=str(emulated_anthropic.public_id))
     assert form.is_valid(), form.errors
-    services.session_apply_settings(
-        session=alice_thread.session, change=form.change(), apply_now=True
-    )
+    session_apply_settings(session=alice_thread.session, change=form.change(), apply_now=True)
     waiting.refresh_from_db()
     assert (waiting.provider, waiting.credential) == ("anthropic", emulated_anthropic)
 
@@ -192,7 +190,7 @@ def test_the_thread_page_does_not_query_per_message(alice_thread, django_assert_
 
     for number in range(25):
         say(alice_thread, f"@all point {number}")
-    branch = services.thread_branch(
+    branch = thread_branch(
         thread=alice_thread, message=Message.objects.filter(thread=alice_thread).last()
     )
     client = Client()

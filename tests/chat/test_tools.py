@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from apps.chat import services
-from apps.chat.bubbles import render_bubbles
+from apps.chat.council.posting import message_post
+from apps.chat.council.tools import ToolContext, ToolRefused, run_tool, tool_definitions
+from apps.chat.display.bubbles import render_bubbles
 from apps.chat.models import Session, Thread
-from apps.chat.tools import ToolContext, ToolRefused, run_tool, tool_definitions
+from apps.chat.records.sessions import session_set_memory
 from apps.providers.emulator import Script
 from apps.providers.types import ToolCall
 from tests.conftest import wait_settled
@@ -38,13 +39,11 @@ def test_every_role_is_offered_the_same_tools():
 @pytest.mark.django_db(transaction=True)
 def test_a_read_tool_feeds_the_model(alice, anthropic_thread, celery_worker, emulator):
     session = anthropic_thread.session
-    services.session_set_memory(session=session, memory="The film is called Blue Hour.")
+    session_set_memory(session=session, memory="The film is called Blue Hour.")
     emulator.script(
         *tool_then_text("visual_architect", "read_memory", {}, "Blue Hour it is."),
     )
-    posted = services.message_post(
-        thread=anthropic_thread, author=alice, text="@visual_architect title?"
-    )
+    posted = message_post(thread=anthropic_thread, author=alice, text="@visual_architect title?")
     (reply,) = wait_settled(posted.replies)
     assert reply.status == "done" and reply.text == "Blue Hour it is."
     (result,) = tool_results(reply)
@@ -63,10 +62,10 @@ def test_a_write_tool_changes_the_session(alice, anthropic_thread, celery_worker
         ),
         *tool_then_text("assistant", "rename_thread", {"label": "Lisbon shoot"}, "Renamed."),
     )
-    posted = services.message_post(thread=anthropic_thread, author=alice, text="remember Lisbon")
+    posted = message_post(thread=anthropic_thread, author=alice, text="remember Lisbon")
     wait_settled(posted.replies)
     assert Session.objects.get(pk=anthropic_thread.session_id).memory == "Shoot in Lisbon."
-    posted = services.message_post(thread=anthropic_thread, author=alice, text="name this thread")
+    posted = message_post(thread=anthropic_thread, author=alice, text="name this thread")
     wait_settled(posted.replies)
     assert Thread.objects.get(pk=anthropic_thread.pk).label == "Lisbon shoot"
 
@@ -75,13 +74,13 @@ def test_a_write_tool_changes_the_session(alice, anthropic_thread, celery_worker
 def test_a_role_without_write_permission_is_refused_and_nothing_changes(
     alice, anthropic_thread, celery_worker, emulator
 ):
-    services.session_set_memory(session=anthropic_thread.session, memory="Keep me.")
+    session_set_memory(session=anthropic_thread.session, memory="Keep me.")
     emulator.script(
         *tool_then_text(
             "sound_designer", "update_memory", {"text": "Overwritten", "mode": "replace"}, "Oh."
         )
     )
-    posted = services.message_post(thread=anthropic_thread, author=alice, text="@sound_designer hi")
+    posted = message_post(thread=anthropic_thread, author=alice, text="@sound_designer hi")
     (reply,) = wait_settled(posted.replies)
     (result,) = tool_results(reply)
     assert result["is_error"]
@@ -96,7 +95,7 @@ def test_suggest_route_becomes_a_button_that_prefills_the_composer(
 ):
     arguments = {"handle": "sound_designer", "message": "What does the harbour <b>sound</b> like?"}
     emulator.script(*tool_then_text("assistant", "suggest_route", arguments, "Ask them!"))
-    posted = services.message_post(thread=anthropic_thread, author=alice, text="harbour sounds?")
+    posted = message_post(thread=anthropic_thread, author=alice, text="harbour sounds?")
     (reply,) = wait_settled(posted.replies)
     html = render_bubbles([reply])
     assert (
@@ -120,8 +119,6 @@ def test_tool_arguments_are_validated(alice_thread):
     session.save()
     with pytest.raises(ToolRefused):
         run_tool(context, ToolCall("4", "read_memory", {}))
-    services.message_post(
-        thread=alice_thread, author=alice_thread.session.owner, text="the harbour at dawn"
-    )
+    message_post(thread=alice_thread, author=alice_thread.session.owner, text="the harbour at dawn")
     found = run_tool(context, ToolCall("5", "search_transcript", {"query": "HARBOUR"}))
     assert "[User]: the harbour at dawn" in found

@@ -2,7 +2,7 @@
 
 import pytest
 
-from apps.chat.turn_guard import TurnGuard
+from apps.chat.council.turn_guard import TurnGuard
 
 OWN = ["director", "Director"]
 OTHERS = ["sound_designer", "Sound Designer", "User"]

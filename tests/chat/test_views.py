@@ -135,7 +135,7 @@ def test_a_huge_message_is_refused_and_the_text_is_kept(as_alice, alice_thread, 
 
 
 def test_hostile_html_in_a_message_is_rendered_as_text(as_alice, alice_thread):
-    from apps.chat.services import message_post
+    from apps.chat.council.posting import message_post
 
     message_post(
         thread=alice_thread, author=alice_thread.session.owner, text="<script>alert('x')</script>"

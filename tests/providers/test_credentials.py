@@ -10,8 +10,9 @@ from django.db import connection
 from django.test import Client
 from django.urls import reverse
 
+from apps.chat.council.posting import message_post
 from apps.chat.models import Message, MessageStatus
-from apps.chat.services import message_post, session_set_provider
+from apps.chat.records.sessions import session_set_provider
 from apps.providers import crypto
 from apps.providers.emulator import Script
 from apps.providers.models import Credential

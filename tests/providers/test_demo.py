@@ -1,6 +1,6 @@
 import asyncio
 
-from apps.providers.demo import DemoAdapter, demo_reply_text, tokenize
+from apps.providers.adapters.demo import DemoAdapter, demo_reply_text, tokenize
 from apps.providers.types import ChatMessage, ChatRequest, Stop, TextDelta, Usage
 
 

@@ -1,6 +1,6 @@
 """A transcript with tool calls survives anthropic → openai → gemini → anthropic unchanged."""
 
-from apps.providers.translate import (
+from apps.providers.adapters.translate import (
     from_anthropic,
     from_gemini_contents,
     from_openai,

@@ -1,0 +1,33 @@
+"""Hands replies to the workers: the one place that enqueues a reply's Celery task.
+
+The task is sent by name, so the council never imports the worker code that runs it (the
+task module sits above it, in the entry points).
+"""
+
+from __future__ import annotations
+
+from functools import partial
+
+from celery import current_app
+from django.db import transaction
+from django.utils import timezone
+
+from apps.chat.models import Message
+
+RUN_REPLY_TASK = "apps.chat.tasks.run_reply"
+
+
+def enqueue_reply(message_pk: int) -> None:
+    """Send one reply's task to the workers now."""
+    current_app.send_task(RUN_REPLY_TASK, args=[message_pk])
+
+
+def dispatch(messages: list[Message]) -> None:
+    """Mark replies as started and enqueue their tasks once the transaction commits."""
+    if not messages:
+        return
+    now = timezone.now()
+    Message.objects.filter(pk__in=[m.pk for m in messages]).update(dispatched_at=now)
+    for message in messages:
+        message.dispatched_at = now
+        transaction.on_commit(partial(enqueue_reply, message.pk))

@@ -1,0 +1,30 @@
+"""Changes to sessions and threads that must stop or restart their running replies first."""
+
+from __future__ import annotations
+
+from apps.chat.council.replies import session_restart_in_flight, thread_interrupt
+from apps.chat.models import Session, Thread
+from apps.chat.records.sessions import SettingsChange, session_save_settings
+from apps.chat.records.threads import thread_clear_messages
+
+
+def session_apply_settings(*, session: Session, change: SettingsChange, apply_now: bool) -> Session:
+    """Save the session's settings. With `apply_now`, replies in flight restart with them;
+    otherwise the running calls finish unchanged and the next turn uses the new settings."""
+    session = session_save_settings(session=session, change=change)
+    if apply_now:
+        session_restart_in_flight(session=session)
+    return session
+
+
+def session_delete(*, session: Session) -> None:
+    """Delete a session with its threads; its running replies are stopped first."""
+    for thread in session.threads.all():
+        thread_interrupt(thread=thread)
+    session.delete()
+
+
+def thread_clear(*, thread: Thread) -> Thread:
+    """Delete every message of the thread (permanently); branches keep their history."""
+    thread_interrupt(thread=thread)
+    return thread_clear_messages(thread=thread)

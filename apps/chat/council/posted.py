@@ -1,0 +1,22 @@
+"""What posting a message (or running a command) produced, for the view to render."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from apps.chat.models import Message, Thread
+
+
+@dataclass(frozen=True)
+class PostedMessage:
+    user_message: Message | None
+    replies: list[Message]
+    notices: list[Message] = field(default_factory=list)
+    redirect_to: Thread | None = None  # a command moved the person to another thread
+
+    @property
+    def messages(self) -> list[Message]:
+        return sorted(
+            [m for m in (self.user_message, *self.replies, *self.notices) if m is not None],
+            key=lambda m: m.seq,
+        )

@@ -1,0 +1,149 @@
+"""Replies that run again, stop, restart or are recovered after a worker died."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from django.core.exceptions import ValidationError
+from django.db import transaction
+from django.utils import timezone
+
+from apps.chat import livestate
+from apps.chat.council import orchestration
+from apps.chat.council.dispatch import dispatch, enqueue_reply
+from apps.chat.display import events
+from apps.chat.models import IN_FLIGHT, Message, MessageKind, MessageStatus, Session, Thread, Turn
+from apps.chat.records.replies import reply_provider
+from apps.roles.models import Role
+
+
+def reply_rerun(*, message: Message) -> Message:
+    """Run a role's reply again (Retry after an error, Regenerate after any ending).
+
+    The message keeps its place in the transcript; its previous text, if any, is kept in
+    `alternatives`. The current session settings apply, so a fixed key or a new model is used.
+    """
+    if message.kind != MessageKind.CHAT or message.is_user:
+        raise ValidationError("Only a role's reply can be run again.")
+    thread = message.thread
+    session = Session.objects.select_related("credential").get(pk=thread.session_id)
+    role = Role.objects.filter(handle=message.speaker).first()
+    if role is None:
+        raise ValidationError(f"The role @{message.speaker} no longer exists.")
+    with transaction.atomic():
+        # Re-read under a row lock: a double-click must not queue the reply twice or keep
+        # the same earlier text twice.
+        message = Message.objects.select_for_update().get(pk=message.pk)
+        if message.in_flight:
+            raise ValidationError("That reply is still running; stop it first.")
+        alternatives = list(message.alternatives)
+        if message.text:
+            alternatives.append(
+                {
+                    "content": message.content,
+                    "status": message.status,
+                    "model": message.model,
+                    "finished_at": message.finished_at.isoformat() if message.finished_at else "",
+                }
+            )
+        provider, model, credential = reply_provider(session=session, role=role)
+        message.alternatives = alternatives
+        message.status = MessageStatus.QUEUED
+        message.content, message.error, message.usage = [], "", {}
+        message.provider, message.model, message.credential = provider, model, credential
+        message.ttft_ms = message.duration_ms = message.started_at = message.finished_at = None
+        message.save()
+        events.publish_message_replaced_on_commit(message=message, seq=0)
+        dispatch([message])
+    return message
+
+
+def replies_to_retry(*, thread: Thread) -> list[Message]:
+    """The failed or interrupted replies of the thread's latest turn, for /retry."""
+    latest = Turn.objects.filter(thread=thread).order_by("-pk").first()
+    if latest is None:
+        return []
+    return list(
+        latest.messages.filter(
+            status__in=[MessageStatus.ERROR, MessageStatus.INTERRUPTED]
+        ).order_by("seq")
+    )
+
+
+def thread_interrupt(*, thread: Thread) -> int:
+    """Stop every queued and streaming reply of a thread; partial text is kept.
+
+    Pending auto-rounds are cancelled and queued replies (waiting answers-last roles too) are
+    settled here, so their tasks find nothing to claim; streaming ones are flagged, and their
+    workers close the provider stream and store what they had.
+    """
+    with transaction.atomic():
+        orchestration.turns_stop_rounds(thread=thread)
+        queued = list(thread.messages.filter(status=MessageStatus.QUEUED))
+        Message.objects.filter(pk__in=[m.pk for m in queued]).update(
+            status=MessageStatus.INTERRUPTED, finished_at=timezone.now()
+        )
+        for message in queued:
+            message.status = MessageStatus.INTERRUPTED
+            events.publish_message_replaced_on_commit(message=message, seq=events.SETTLED_SEQ)
+    streaming = list(
+        thread.messages.filter(status__in=IN_FLIGHT).values_list("public_id", flat=True)
+    )
+    livestate.request_cancel([str(public_id) for public_id in streaming])
+    return len(queued) + len(streaming)
+
+
+def session_restart_in_flight(*, session: Session) -> int:
+    """Restart the session's running replies with its current settings.
+
+    Waiting replies take the new provider and model in place; streaming ones are stopped and
+    their workers run them again (the partial text is kept as an alternative).
+    """
+    in_flight = list(
+        Message.objects.filter(thread__session=session, status__in=IN_FLIGHT).select_related(
+            "thread"
+        )
+    )
+    streaming = []
+    for message in in_flight:
+        if message.status == MessageStatus.QUEUED:
+            role = Role.objects.filter(handle=message.speaker).first()
+            if role is not None:
+                provider, model, credential = reply_provider(session=session, role=role)
+                Message.objects.filter(pk=message.pk, status=MessageStatus.QUEUED).update(
+                    provider=provider, model=model, credential=credential
+                )
+        else:
+            streaming.append(str(message.public_id))
+    livestate.request_restart(streaming)
+    return len(in_flight)
+
+
+def replies_recover(*, grace_seconds: int = livestate.LEASE_TTL_SECONDS) -> list[int]:
+    """Restart the replies that a dead worker or a lost broker message left behind.
+
+    Runs when a worker starts and then periodically (`PARLEY_RECOVERY_INTERVAL_SECONDS`). A
+    reply in flight whose lease has lapsed (nobody is streaming it) is enqueued again and its
+    dispatch time renewed, so the next look gives its task another grace period; the lease
+    makes a duplicate harmless. A turn whose replies have all settled but whose next stage
+    never started is advanced.
+    """
+    cutoff = timezone.now() - timedelta(seconds=grace_seconds)
+    stalled = list(
+        Message.objects.filter(
+            status__in=IN_FLIGHT, dispatched_at__isnull=False, dispatched_at__lt=cutoff
+        ).values_list("pk", flat=True)
+    )
+    held = livestate.leases_held(stalled)
+    restarted = [pk for pk in stalled if pk not in held]
+    Message.objects.filter(pk__in=restarted).update(dispatched_at=timezone.now())
+    for pk in restarted:
+        enqueue_reply(pk)
+    waiting_turns = set(
+        Message.objects.filter(
+            status=MessageStatus.QUEUED, dispatched_at__isnull=True, turn__isnull=False
+        ).values_list("turn_id", flat=True)
+    )
+    for turn_id in waiting_turns:
+        orchestration.turn_advance(turn_id=turn_id)
+    return restarted

@@ -1,0 +1,156 @@
+"""Gathers what a reply's request needs from the database and hands it to `prompting`."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+from apps.chat.council.prompting import (
+    AUTO_ROUND_CUE,
+    LAST_CUE,
+    RosterEntry,
+    TranscriptEntry,
+    build_role_request,
+)
+from apps.chat.council.tools import ToolContext, tool_definitions
+from apps.chat.models import Message, Stage
+from apps.chat.selectors import speaker_names, transcript_messages
+from apps.providers.calls import default_max_tokens
+from apps.providers.types import ChatRequest
+from apps.roles.models import Role
+
+
+def _roster_entry(role: Role) -> RosterEntry:
+    return RosterEntry(
+        handle=role.handle,
+        display_name=role.display_name,
+        description=role.description,
+        persona=role.persona,
+    )
+
+
+def session_roster(session) -> list[Role]:
+    return [
+        link.role
+        for link in session.session_roles.select_related("role").order_by(
+            "role__sort_order", "role__handle"
+        )
+    ]
+
+
+def message_block_text(message: Message) -> str:
+    """A message as the transcript shows it to models: its text, with tool activity inline."""
+    pieces = []
+    for part in message.content:
+        kind = part.get("type")
+        if kind == "text" and part.get("text"):
+            pieces.append(part["text"])
+        elif kind == "tool_call":
+            arguments = json.dumps(part.get("arguments") or {}, ensure_ascii=False)
+            pieces.append(f"(called {part.get('name')} {arguments})")
+        elif kind == "tool_result":
+            pieces.append(f"(tool result: {str(part.get('content', ''))[:500]})")
+    return "\n".join(pieces).strip()
+
+
+def reply_history(*, message: Message) -> list[Message]:
+    """What a reply sees: the settled transcript before it, without its parallel siblings.
+
+    Roles answering in parallel never see each other (so their requests are identical up to
+    the history breakpoint); the answers-last roles see every earlier stage; auto-round
+    replies see everything before them.
+    """
+    history = transcript_messages(thread=message.thread, before_seq=message.seq)
+    siblings = message.turn_id is not None and message.stage != Stage.AUTO_ROUND
+    return [
+        entry
+        for entry in history
+        if not entry.in_flight
+        and not (siblings and entry.turn_id == message.turn_id and entry.stage == message.stage)
+    ]
+
+
+def transcript_entries(*, message: Message) -> list[TranscriptEntry]:
+    names = speaker_names(session=message.thread.session)
+    entries = []
+    for entry in reply_history(message=message):
+        text = message_block_text(entry)
+        if text:
+            entries.append(
+                TranscriptEntry(
+                    speaker_name=names.get(entry.speaker, entry.speaker),
+                    text=text,
+                    is_user=entry.is_user,
+                    message_id=entry.pk,
+                )
+            )
+    return entries
+
+
+def request_for_reply(
+    *, message: Message, summary=None, transcript: list[TranscriptEntry] | None = None
+) -> ChatRequest:
+    """The provider request for a queued reply: everything said before it, then its cue.
+
+    `summary` (a `summaries.Summary`) replaces the transcript up to the message it covers;
+    `transcript` passes the entries when the caller has already read them.
+    """
+    thread = message.thread
+    session = thread.session
+    roles = session_roster(session)
+    by_handle = {role.handle: role for role in roles}
+    speaker = by_handle.get(message.speaker) or Role.objects.get(handle=message.speaker)
+    if transcript is None:
+        transcript = transcript_entries(message=message)
+    summary_text = ""
+    if summary is not None:
+        ids = [entry.message_id for entry in transcript]
+        if summary.covers_id in ids:
+            transcript = transcript[ids.index(summary.covers_id) + 1 :]
+            summary_text = summary.text
+    cues: dict[int, str] = {Stage.LAST: LAST_CUE, Stage.AUTO_ROUND: AUTO_ROUND_CUE}
+    cue = cues.get(message.stage, "")
+    return build_role_request(
+        model=message.model,
+        roster=[_roster_entry(role) for role in roles],
+        speaker=_roster_entry(speaker),
+        transcript=transcript,
+        session_persona=session.persona,
+        memory=session.memory,
+        tools=tool_definitions(disabled=session.disabled_tools),
+        summary=summary_text,
+        cue=cue,
+        max_tokens=default_max_tokens(message.model),
+    )
+
+
+@dataclass(frozen=True)
+class ReplySetup:
+    """What the worker needs besides the request: who speaks, who else does, tool rights."""
+
+    own_names: list[str]
+    other_names: list[str]
+    tool_context: ToolContext
+
+
+def reply_setup(*, message: Message) -> ReplySetup:
+    session = message.thread.session
+    role = Role.objects.filter(handle=message.speaker).first()
+    others = [
+        name
+        for other in session_roster(session)
+        if other.handle != message.speaker
+        for name in (other.handle, other.display_name)
+    ]
+    others += ["User", session.owner.get_username()]
+    return ReplySetup(
+        own_names=[message.speaker, role.display_name if role else message.speaker],
+        other_names=others,
+        tool_context=ToolContext(
+            session_id=session.pk,
+            thread_id=message.thread_id,
+            message_id=message.pk,
+            role_handle=message.speaker,
+            can_write=bool(role and role.can_write),
+        ),
+    )

@@ -1,0 +1,218 @@
+"""The built-in tools every role is offered, and the one place their permissions are checked.
+
+Every role gets the same definition list (so requests share their cached prefix); whether a
+role may run a tool is decided here, when it runs. A refused or failed call raises, and the
+call loop hands the error text back to the model: nothing changes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from django.core.exceptions import ValidationError
+
+from apps.chat.models import Message, Session, Thread
+from apps.chat.records.sessions import session_set_memory
+from apps.chat.records.threads import thread_rename
+from apps.chat.selectors import speaker_names, transcript_messages
+from apps.providers.types import ToolCall, ToolDefinition
+
+MAX_MEMORY_CHARS = 20_000
+MAX_SEARCH_RESULTS = 20
+
+
+class ToolRefused(Exception):
+    """The role may not run this tool; the message goes back to the model."""
+
+
+@dataclass(frozen=True)
+class ToolContext:
+    session_id: int
+    thread_id: int
+    message_id: int
+    role_handle: str
+    can_write: bool
+
+
+@dataclass(frozen=True)
+class Tool:
+    definition: ToolDefinition
+    writes: bool
+    run: Callable[[ToolContext, dict[str, Any]], str]
+
+
+TOOLS: dict[str, Tool] = {}
+
+
+def tool(name: str, description: str, parameters: dict[str, Any], *, writes: bool = False):
+    schema = {"type": "object", "properties": parameters, "required": list(parameters)}
+
+    def register(function):
+        TOOLS[name] = Tool(ToolDefinition(name, description, schema), writes, function)
+        return function
+
+    return register
+
+
+def tool_definitions(*, disabled: list[str] | tuple[str, ...] = ()) -> tuple[ToolDefinition, ...]:
+    """The same list for every role of a session, in a fixed order."""
+    return tuple(TOOLS[name].definition for name in sorted(TOOLS) if name not in disabled)
+
+
+def tool_names() -> list[str]:
+    return sorted(TOOLS)
+
+
+def run_tool(context: ToolContext, call: ToolCall) -> str:
+    entry = TOOLS.get(call.name)
+    session = Session.objects.get(pk=context.session_id)
+    if entry is None or call.name in session.disabled_tools:
+        raise ToolRefused(f"There is no tool named {call.name!r} in this session.")
+    if entry.writes and not context.can_write:
+        raise ToolRefused(
+            f"@{context.role_handle} may not use {call.name}: it changes the session, and only "
+            "roles with write permission may do that. Nothing was changed."
+        )
+    arguments = call.arguments if isinstance(call.arguments, dict) else {}
+    return entry.run(context, arguments)
+
+
+def _text_argument(arguments: dict, name: str, *, limit: int) -> str:
+    value = arguments.get(name)
+    if not isinstance(value, str) or not value.strip():
+        raise ValueError(f"'{name}' must be a non-empty string.")
+    if len(value) > limit:
+        raise ValueError(f"'{name}' is {len(value):,} characters; the limit is {limit:,}.")
+    return value.strip()
+
+
+def _thread(context: ToolContext) -> Thread:
+    return Thread.objects.select_related("session").get(pk=context.thread_id)
+
+
+@tool(
+    "search_transcript",
+    "Search this thread's transcript (case-insensitive) and return matching messages.",
+    {"query": {"type": "string", "description": "Words to look for."}},
+)
+def search_transcript(context: ToolContext, arguments: dict) -> str:
+    query = _text_argument(arguments, "query", limit=200).lower()
+    thread = _thread(context)
+    names = speaker_names(session=thread.session)
+    hits = [m for m in transcript_messages(thread=thread) if query in m.text.lower()]
+    if not hits:
+        return f"No message mentions {query!r}."
+    lines = []
+    for message in hits[-MAX_SEARCH_RESULTS:]:
+        text = " ".join(message.text.split())
+        start = max(0, text.lower().find(query) - 80)
+        snippet = ("…" if start else "") + text[start : start + 240]
+        lines.append(f"#{message.seq} [{names.get(message.speaker, message.speaker)}]: {snippet}")
+    return f"{len(hits)} matching message(s):\n" + "\n".join(lines)
+
+
+@tool("read_memory", "Read the session memory: notes shared by every role.", {})
+def read_memory(context: ToolContext, arguments: dict) -> str:
+    memory = Session.objects.values_list("memory", flat=True).get(pk=context.session_id)
+    return memory or "The session memory is empty."
+
+
+@tool(
+    "list_roles", "List the roles of this chat with their handles and whether they are muted.", {}
+)
+def list_roles(context: ToolContext, arguments: dict) -> str:
+    session = Session.objects.get(pk=context.session_id)
+    lines = []
+    for link in session.session_roles.select_related("role").order_by("role__sort_order"):
+        role = link.role
+        flags = [
+            flag
+            for flag, on in (
+                ("muted", link.muted),
+                ("answers last", role.answers_last),
+                ("default", role.is_default),
+                ("can write", role.can_write),
+            )
+            if on
+        ]
+        suffix = f" ({', '.join(flags)})" if flags else ""
+        lines.append(f"@{role.handle} — {role.display_name}: {role.description}{suffix}")
+    return "\n".join(lines)
+
+
+@tool("thread_info", "Describe this thread: its name, size, branch and routing settings.", {})
+def thread_info(context: ToolContext, arguments: dict) -> str:
+    thread = _thread(context)
+    session = thread.session
+    count = Message.objects.filter(thread=thread, kind="chat").count()
+    lines = [
+        f"Thread: {thread.label or '(not named yet)'}",
+        f"Messages in this branch: {count}",
+        f"Addressing mode: {session.addressing_mode}",
+        f"Sticky role: @{session.sticky_handle}" if session.sticky_handle else "Sticky role: none",
+        f"Auto-rounds: {session.auto_rounds}",
+    ]
+    if thread.parent is not None:
+        lines.append(f"Branched from: {thread.parent.label or 'an earlier thread'}")
+    return "\n".join(lines)
+
+
+@tool(
+    "update_memory",
+    "Replace or append to the session memory (notes every role can read).",
+    {
+        "text": {"type": "string", "description": "The note or the new memory."},
+        "mode": {"type": "string", "enum": ["append", "replace"]},
+    },
+    writes=True,
+)
+def update_memory(context: ToolContext, arguments: dict) -> str:
+    text = _text_argument(arguments, "text", limit=MAX_MEMORY_CHARS)
+    mode = arguments.get("mode", "append")
+    if mode not in ("append", "replace"):
+        raise ValueError("'mode' must be 'append' or 'replace'.")
+    session = Session.objects.get(pk=context.session_id)
+    memory = f"{session.memory}\n{text}".strip() if mode == "append" else text
+    if len(memory) > MAX_MEMORY_CHARS:
+        raise ValueError(f"The memory would exceed {MAX_MEMORY_CHARS:,} characters.")
+    session_set_memory(session=session, memory=memory)
+    return f"Memory updated ({mode}); it now holds {len(memory):,} characters."
+
+
+@tool(
+    "rename_thread",
+    "Give this thread a short, descriptive name.",
+    {"label": {"type": "string", "description": "At most 60 characters."}},
+    writes=True,
+)
+def rename_thread(context: ToolContext, arguments: dict) -> str:
+    label = _text_argument(arguments, "label", limit=120)
+    try:
+        thread = thread_rename(thread=_thread(context), label=label)
+    except ValidationError as exc:
+        raise ValueError(" ".join(exc.messages)) from None
+    return f"The thread is now called {thread.label!r}."
+
+
+@tool(
+    "suggest_route",
+    "Suggest that the person ask another role: they see a button that pre-fills the message "
+    "'@handle message' for them to edit and send. Use it instead of answering for that role.",
+    {
+        "handle": {"type": "string", "description": "The role's handle, without @."},
+        "message": {"type": "string", "description": "The question to put to that role."},
+    },
+    writes=True,
+)
+def suggest_route(context: ToolContext, arguments: dict) -> str:
+    handle = _text_argument(arguments, "handle", limit=40).lstrip("@").lower()
+    _text_argument(arguments, "message", limit=2000)
+    session = Session.objects.get(pk=context.session_id)
+    if not session.session_roles.filter(role__handle=handle).exists():
+        raise ValueError(f"@{handle} is not a role of this chat; call list_roles to see them.")
+    return (
+        f"The person now sees a button to ask @{handle}. Do not answer in @{handle}'s place; "
+        "finish your own reply briefly."
+    )

@@ -1,0 +1,147 @@
+"""The one rendering path for a message bubble: HTTP responses and websocket pushes alike."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from django.template.loader import render_to_string
+from django.utils.safestring import SafeString, mark_safe
+
+from apps.chat.display.markdown import render_markdown
+from apps.chat.models import NOTICE_SPEAKER, Message, MessageKind, MessageStatus, Thread
+from apps.chat.selectors import session_links, session_usage, thread_tree
+from apps.roles.models import Role
+from apps.roles.selectors import roles_by_handle
+
+
+def tool_activity(message: Message) -> tuple[list[dict], list[dict]]:
+    """The tools a reply used (call with its result) and its routing suggestions."""
+    results = {
+        part.get("tool_call_id"): part
+        for part in message.content
+        if part.get("type") == "tool_result"
+    }
+    activity, suggestions = [], []
+    for part in message.content:
+        if part.get("type") != "tool_call":
+            continue
+        result = results.get(part.get("id"), {})
+        arguments = part.get("arguments") if isinstance(part.get("arguments"), dict) else {}
+        activity.append(
+            {
+                "name": part.get("name", ""),
+                "arguments": ", ".join(f"{k}={v!r}" for k, v in arguments.items())[:200],
+                "result": str(result.get("content", ""))[:500],
+                "is_error": bool(result.get("is_error")),
+                "pending": not result,
+            }
+        )
+        if part.get("name") == "suggest_route" and result and not result.get("is_error"):
+            handle = str(arguments.get("handle", "")).lstrip("@").lower()
+            text = " ".join(str(arguments.get("message", "")).split())
+            suggestions.append({"handle": handle, "prefill": f"@{handle} {text}".strip()})
+    return activity, suggestions
+
+
+def speaker_name(message: Message, role: Role | None) -> str:
+    if message.is_user:
+        return "You"
+    if message.speaker == NOTICE_SPEAKER:
+        return "Parley"
+    return role.display_name if role else message.speaker
+
+
+def bubble_context(message: Message, *, role: Role | None, live_text: str | None = None) -> dict:
+    text = message.text if live_text is None else live_text
+    streaming = message.status in (MessageStatus.QUEUED, MessageStatus.STREAMING)
+    activity, suggestions = tool_activity(message)
+    return {
+        "message": message,
+        "role": role,
+        "speaker_name": speaker_name(message, role),
+        "is_notice": message.kind == MessageKind.NOTICE,
+        "streaming": streaming,
+        "text": text,
+        # Markdown is rendered once a reply settles; while it streams the raw text grows.
+        "body_html": None if streaming else render_markdown(text),
+        "tools": activity,
+        "suggestions": suggestions,
+        "can_rerun": message.kind == MessageKind.CHAT and not message.is_user and not streaming,
+        "earlier_versions": [] if streaming else earlier_versions(message),
+    }
+
+
+def earlier_versions(message: Message) -> list[dict]:
+    """Texts a reply had before it was regenerated or retried, newest first, rendered."""
+    versions = []
+    for number, alternative in enumerate(message.alternatives, start=1):
+        text = "".join(
+            part.get("text", "")
+            for part in alternative.get("content", [])
+            if part.get("type") == "text"
+        )
+        versions.append(
+            {"number": number, "model": alternative.get("model", ""), "html": render_markdown(text)}
+        )
+    return versions[::-1]
+
+
+def render_thread_label(thread: Thread, variant: str) -> SafeString:
+    """An out-of-band fragment with a thread's name: `label` in the sidebar, `title` in the
+    header."""
+    context = {"thread": thread, "oob": True, "variant": variant}
+    return mark_safe(render_to_string("chat/_thread_label.html", context))  # noqa: S308
+
+
+def render_bubbles(
+    messages: Iterable[Message],
+    *,
+    live_texts: dict[str, str] | None = None,
+    oob: bool = False,
+    inherited: bool = False,
+) -> SafeString:
+    """Render bubbles in order; `oob` marks each for an out-of-band replace by id."""
+    messages = list(messages)
+    roles = roles_by_handle({message.speaker for message in messages})
+    live_texts = live_texts or {}
+    html = "".join(
+        render_to_string(
+            "chat/_message.html",
+            {
+                **bubble_context(
+                    message,
+                    role=roles.get(message.speaker),
+                    live_text=live_texts.get(str(message.public_id)),
+                ),
+                "oob": oob,
+                "inherited": inherited,
+            },
+        )
+        for message in messages
+    )
+    return mark_safe(html)  # noqa: S308  (concatenated template output, escaped by the engine)
+
+
+def session_controls_context(session) -> dict:
+    """What the summary strip, the role picker and the addressing line show."""
+    return {
+        "session": session,
+        "links": session_links(session=session),
+        "usage": session_usage(session=session),
+        "provider_label": (
+            session.credential.get_provider_display() if session.credential else "Demo"
+        ),
+    }
+
+
+def render_session_controls(session) -> SafeString:
+    """The session's strip, role picker and addressing line as out-of-band fragments."""
+    context = {**session_controls_context(session), "oob": True}
+    return mark_safe(render_to_string("chat/_session_controls.html", context))  # noqa: S308
+
+
+def render_thread_tree(session) -> SafeString:
+    """The sidebar's thread tree as an out-of-band fragment for every tab on the session;
+    each page marks its own thread as current."""
+    context = {"tree": thread_tree(session=session), "oob": True}
+    return mark_safe(render_to_string("chat/_thread_tree.html", context))  # noqa: S308

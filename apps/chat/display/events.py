@@ -1,0 +1,132 @@
+"""The only module that talks to the channel layer: group names, payloads, publishers.
+
+Persisted changes are published on commit by services; streamed deltas are batched by the
+worker and published directly. Message events go to every tab on the thread; the session's
+controls (summary strip, role picker, addressing line) to every tab on any of its threads.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Iterable
+
+from asgiref.sync import async_to_sync
+from channels.layers import get_channel_layer
+from django.db import transaction
+
+from apps.chat.display.bubbles import (
+    render_bubbles,
+    render_session_controls,
+    render_thread_label,
+    render_thread_tree,
+)
+from apps.chat.models import Message, Session, Thread
+
+# A settled bubble outranks every delta of its stream, whatever arrives late.
+SETTLED_SEQ = 2**31 - 1
+
+
+def thread_group(thread_public_id: uuid.UUID | str) -> str:
+    return f"thread.{uuid.UUID(str(thread_public_id)).hex}"
+
+
+def session_group(session_public_id: uuid.UUID | str) -> str:
+    return f"session.{uuid.UUID(str(session_public_id)).hex}"
+
+
+def _send_on_commit(events_of: Callable[[], Iterable[tuple[str, dict]]]) -> None:
+    """After commit, build the (group, event) pairs — from committed rows — and send them."""
+
+    def send() -> None:
+        group_send = async_to_sync(get_channel_layer().group_send)
+        for group, event in events_of():
+            group_send(group, event)
+
+    transaction.on_commit(send)
+
+
+def publish_messages_added_on_commit(*, thread: Thread, messages: list[Message]) -> None:
+    """After commit, append new bubbles to every tab showing the thread."""
+    _send_on_commit(
+        lambda: [
+            (
+                thread_group(thread.public_id),
+                {
+                    "type": "chat.append",
+                    "html": render_bubbles(messages),
+                    "messages": [str(message.public_id) for message in messages],
+                },
+            )
+        ]
+    )
+
+
+def publish_message_replaced_on_commit(*, message: Message, seq: int) -> None:
+    """After commit, replace one bubble everywhere with its stored state.
+
+    `seq=0` starts the message over (a retried or regenerated reply): tabs forget the
+    sequence numbers of its previous run.
+    """
+    _send_on_commit(
+        lambda: [(thread_group(message.thread.public_id), state_event(message=message, seq=seq))]
+    )
+
+
+def publish_thread_renamed_on_commit(*, thread: Thread) -> None:
+    """After commit, show a thread's new name wherever a tab shows it: in the sidebar of every
+    tab on the session, and in the title of the tabs on the thread itself."""
+    _send_on_commit(
+        lambda: [
+            (group, {"type": "chat.html", "html": render_thread_label(thread, variant)})
+            for group, variant in (
+                (session_group(thread.session.public_id), "label"),
+                (thread_group(thread.public_id), "title"),
+            )
+        ]
+    )
+
+
+def publish_thread_tree_on_commit(*, session_id: int) -> None:
+    """After commit, show a new thread or branch in the sidebar of every tab on the session."""
+
+    def events_of():
+        session = Session.objects.get(pk=session_id)
+        html = render_thread_tree(session)
+        return [(session_group(session.public_id), {"type": "chat.html", "html": html})]
+
+    _send_on_commit(events_of)
+
+
+def session_controls_event(*, session_id: int) -> dict:
+    """The session's strip, role picker and addressing line, read afresh (settings, mutes or
+    the sticky role may have changed while a reply streamed)."""
+    session = Session.objects.select_related("credential").get(pk=session_id)
+    return {"type": "chat.html", "html": render_session_controls(session)}
+
+
+def publish_session_controls_on_commit(*, session: Session) -> None:
+    """After commit, show the session's current controls in every tab open on it."""
+    _send_on_commit(
+        lambda: [(session_group(session.public_id), session_controls_event(session_id=session.pk))]
+    )
+
+
+def state_event(*, message: Message, seq: int, live_text: str | None = None) -> dict:
+    live = {str(message.public_id): live_text} if live_text is not None else None
+    return {
+        "type": "chat.state",
+        "message": str(message.public_id),
+        "seq": seq,
+        "reset": seq == 0,
+        "html": render_bubbles([message], live_texts=live, oob=True),
+    }
+
+
+async def publish_delta(layer, *, group: str, message_id: str, seq: int, text: str) -> None:
+    await layer.group_send(
+        group, {"type": "chat.delta", "message": message_id, "seq": seq, "text": text}
+    )
+
+
+async def publish_state(layer, *, group: str, event: dict) -> None:
+    await layer.group_send(group, event)

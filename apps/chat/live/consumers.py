@@ -1,0 +1,171 @@
+"""The websocket of one open tab on one thread: forwards pre-rendered HTML, writes nothing.
+
+Protocol: after connecting, the page sends {"type": "sync", "after_seq": N, "pending": [ids]}
+(the last sequence number it shows and the replies it shows as unfinished). The consumer then
+joins the thread's group, sends what the tab lacks — newer bubbles appended, unfinished ones
+replaced with their live text — and forwards events, dropping any delta the snapshot already
+contained and repairing a gap with a fresh snapshot.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+
+from channels.db import database_sync_to_async
+from channels.generic.websocket import AsyncWebsocketConsumer
+from django.utils.html import escape
+
+from apps.chat import livestate
+from apps.chat.display import events
+from apps.chat.display.bubbles import render_bubbles
+from apps.chat.models import Thread
+from apps.chat.selectors import messages_to_sync, thread_message, threads_for_user
+
+CLOSE_UNAUTHENTICATED = 4401
+CLOSE_NOT_FOUND = 4404
+MAX_PENDING_IDS = 500
+
+
+def _append_fragment(html: str) -> str:
+    return f'<div id="transcript" hx-swap-oob="beforeend">{html}</div>'
+
+
+def _delta_fragment(message_id: str, text: str) -> str:
+    return f'<span id="msg-{message_id}-text" hx-swap-oob="beforeend">{escape(text)}</span>'
+
+
+class ThreadConsumer(AsyncWebsocketConsumer):
+    async def connect(self) -> None:
+        self.thread: Thread | None = None
+        self.groups_joined: list[str] = []
+        self.seen: dict[str, int] = {}  # message id -> last sequence number this tab has
+        user = self.scope.get("user")
+        # Accept, then close with a 4xxx code: browsers and htmx do not retry those.
+        await self.accept()
+        if user is None or not user.is_authenticated:
+            await self.close(code=CLOSE_UNAUTHENTICATED)
+            return
+        self.thread = await self._owned_thread(user, self.scope["url_route"]["kwargs"]["thread"])
+        if self.thread is None:
+            await self.close(code=CLOSE_NOT_FOUND)
+
+    async def disconnect(self, code: int) -> None:
+        for group in self.groups_joined:
+            await self.channel_layer.group_discard(group, self.channel_name)
+
+    async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
+        thread = self.thread
+        if thread is None or not text_data:
+            return
+        try:
+            data = json.loads(text_data)
+        except ValueError:
+            return
+        if isinstance(data, dict) and data.get("type") == "sync":
+            await self._catch_up(thread, data)
+
+    async def _catch_up(self, thread: Thread, data: dict) -> None:
+        try:
+            after_seq = max(0, int(data.get("after_seq", 0)))
+        except (TypeError, ValueError):
+            after_seq = 0
+        pending = []
+        for raw in list(data.get("pending") or [])[:MAX_PENDING_IDS]:
+            try:
+                pending.append(str(uuid.UUID(str(raw))))
+            except ValueError:
+                continue
+        if not self.groups_joined:
+            # Join before reading the snapshot: anything published after the read arrives
+            # through the group, and whatever overlaps is dropped by its sequence number.
+            self.groups_joined = [
+                events.thread_group(thread.public_id),
+                events.session_group(thread.session.public_id),
+            ]
+            for group in self.groups_joined:
+                await self.channel_layer.group_add(group, self.channel_name)
+        messages = await database_sync_to_async(messages_to_sync)(
+            thread=thread, after_seq=after_seq, known=pending
+        )
+        live_texts: dict[str, str] = {}
+        redis = livestate.async_client()
+        for message in messages:
+            message_id = str(message.public_id)
+            if message.in_flight:
+                snapshot = await livestate.live_snapshot(redis, message_id)
+                live_texts[message_id] = snapshot.text if snapshot else message.text
+                self.seen[message_id] = snapshot.seq if snapshot else 0
+            else:
+                self.seen[message_id] = events.SETTLED_SEQ
+        new = [message for message in messages if message.seq > after_seq]
+        shown = [message for message in messages if message.seq <= after_seq]
+        parts = []
+        if shown:
+            parts.append(
+                await database_sync_to_async(render_bubbles)(shown, live_texts=live_texts, oob=True)
+            )
+        if new:
+            html = await database_sync_to_async(render_bubbles)(new, live_texts=live_texts)
+            parts.append(_append_fragment(html))
+        parts.append('<div id="sync-state" hx-swap-oob="true" data-synced="true"></div>')
+        await self.send(text_data="".join(parts))
+
+    async def chat_append(self, event: dict) -> None:
+        for message_id in event["messages"]:
+            self.seen.setdefault(message_id, 0)
+        await self.send(text_data=_append_fragment(event["html"]))
+
+    async def chat_delta(self, event: dict) -> None:
+        message_id, seq = event["message"], event["seq"]
+        last = self.seen.get(message_id, 0)
+        if seq <= last:
+            return  # the snapshot already held it
+        if seq != last + 1:
+            await self._resync(message_id)
+            return
+        self.seen[message_id] = seq
+        await self.send(text_data=_delta_fragment(message_id, event["text"]))
+
+    async def chat_state(self, event: dict) -> None:
+        message_id, seq = event["message"], event["seq"]
+        if event.get("reset"):
+            self.seen[message_id] = 0  # the reply runs again from the start
+            await self.send(text_data=event["html"])
+            return
+        if seq <= self.seen.get(message_id, 0):
+            return
+        self.seen[message_id] = seq
+        await self.send(text_data=event["html"])
+
+    async def chat_html(self, event: dict) -> None:
+        """A pre-rendered out-of-band fragment that is not a message (a thread's new name,
+        the session's controls)."""
+        await self.send(text_data=event["html"])
+
+    async def _resync(self, message_id: str) -> None:
+        """A delta went missing (the layer dropped it): replace the bubble from the live tail."""
+        snapshot = await livestate.live_snapshot(livestate.async_client(), message_id)
+        message = await database_sync_to_async(thread_message)(
+            thread=self.thread, public_id=message_id
+        )
+        if message is None:
+            return
+        if message.in_flight and snapshot is not None:
+            html = await database_sync_to_async(render_bubbles)(
+                [message], live_texts={message_id: snapshot.text}, oob=True
+            )
+            self.seen[message_id] = snapshot.seq
+        else:
+            html = await database_sync_to_async(render_bubbles)([message], oob=True)
+            self.seen[message_id] = events.SETTLED_SEQ
+        await self.send(text_data=html)
+
+    @database_sync_to_async
+    def _owned_thread(self, user, public_id) -> Thread | None:
+        return (
+            threads_for_user(user=user)
+            .select_related("session")
+            .filter(public_id=public_id)
+            .first()
+        )

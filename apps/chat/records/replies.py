@@ -1,0 +1,128 @@
+"""Writes for a role's reply row: its placeholder, claim, checkpoints and final state."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from django.db.models import F
+from django.utils import timezone
+
+from apps.chat.models import Message, MessageStatus, Session, SessionRole, Thread, Turn
+from apps.providers.models import Credential
+from apps.providers.registry import get_adapter
+from apps.roles.models import Role
+
+
+def reply_provider(
+    *, session: Session, role: Role, link: SessionRole | None = None
+) -> tuple[str, str, Credential | None]:
+    """The provider kind, model and credential a role's reply uses in this session.
+
+    A per-role credential in the session wins, then the session's credential; without either
+    the demo provider answers. The model: the session's per-role override, the role's own
+    override, the session's model (for the session's credential), the provider default.
+    """
+    if link is None:
+        link = (
+            SessionRole.objects.select_related("credential")
+            .filter(session=session, role=role)
+            .first()
+        )
+    role_credential = link.credential if link else None
+    credential = role_credential or session.credential
+    adapter = get_adapter(credential.provider if credential else "demo")
+    if credential is None:
+        return adapter.kind, adapter.default_model, None
+    session_model = "" if role_credential else session.model
+    override = link.model_override if link else ""
+    model = override or role.model_override or session_model or adapter.default_model
+    return adapter.kind, model, credential
+
+
+def reply_placeholder(
+    *, thread: Thread, session: Session, role: Role, seq: int, turn: Turn, stage: int
+) -> Message:
+    """A queued reply bubble for `role`, with the provider and model it will use."""
+    provider, model, credential = reply_provider(session=session, role=role)
+    return Message.objects.create(
+        thread=thread,
+        seq=seq,
+        speaker=role.handle,
+        status=MessageStatus.QUEUED,
+        provider=provider,
+        model=model,
+        credential=credential,
+        turn=turn,
+        stage=stage,
+    )
+
+
+@dataclass(frozen=True)
+class ClaimedReply:
+    message: Message
+    restarted: bool
+
+
+def message_claim(*, message_id: int) -> ClaimedReply | None:
+    """Take a queued reply for streaming; None when it is already settled.
+
+    A reply found `streaming` was being streamed by a worker that died (the broker redelivers
+    unacknowledged tasks), so it restarts from empty: text is never appended twice.
+    """
+    now = timezone.now()
+    claimed = Message.objects.filter(pk=message_id, status=MessageStatus.QUEUED).update(
+        status=MessageStatus.STREAMING, started_at=now, attempt=F("attempt") + 1
+    )
+    restarted = False
+    if not claimed:
+        restarted = bool(
+            Message.objects.filter(pk=message_id, status=MessageStatus.STREAMING).update(
+                content=[], started_at=now, attempt=F("attempt") + 1
+            )
+        )
+        if not restarted:
+            return None
+    message = Message.objects.select_related("thread__session").get(pk=message_id)
+    return ClaimedReply(message=message, restarted=restarted)
+
+
+def reply_is_queued(*, message_id: int) -> bool:
+    return Message.objects.filter(pk=message_id, status=MessageStatus.QUEUED).exists()
+
+
+def message_checkpoint(*, message_id: int, text: str) -> None:
+    """Persist a streaming reply's partial text so a dead worker loses nothing shown."""
+    Message.objects.filter(pk=message_id, status=MessageStatus.STREAMING).update(
+        content=[{"type": "text", "text": text}], updated_at=timezone.now()
+    )
+
+
+def reply_secret(*, message: Message) -> tuple[str, str]:
+    """The API key and base URL for a reply's call: decrypted here, on the call path only."""
+    credential = message.credential
+    if credential is None:
+        return "", ""
+    return credential.api_key(), credential.base_url
+
+
+def message_finish(
+    *,
+    message_id: int,
+    status: str,
+    content: list[dict],
+    error: str = "",
+    usage: dict | None = None,
+    ttft_ms: int | None = None,
+    duration_ms: int | None = None,
+) -> Message:
+    """Store a reply's final state; the caller publishes the final push."""
+    Message.objects.filter(pk=message_id).update(
+        status=status,
+        content=content,
+        error=error,
+        usage=usage or {},
+        ttft_ms=ttft_ms,
+        duration_ms=duration_ms,
+        finished_at=timezone.now(),
+    )
+    return Message.objects.select_related("thread").get(pk=message_id)

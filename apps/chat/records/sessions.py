@@ -1,0 +1,100 @@
+"""Writes for sessions: creation, names, provider, roles, memory and settings."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from django.core.exceptions import ValidationError
+from django.db import transaction
+
+from apps.chat.display import events
+from apps.chat.models import Session, SessionRole, Thread
+from apps.chat.records.text import clean_name
+from apps.providers.models import Credential
+from apps.roles.models import Role
+from apps.roles.selectors import default_roles
+from apps.roles.services import role_ensure_default
+
+
+def session_create(*, owner, name: str = "") -> Session:
+    """Create a session with the default roles and a first, empty thread."""
+    name = name.strip()[:120] or "New session"
+    with transaction.atomic():
+        session = Session.objects.create(owner=owner, name=name)
+        roles = default_roles() or [role_ensure_default()]
+        SessionRole.objects.bulk_create(SessionRole(session=session, role=role) for role in roles)
+        thread = Thread.objects.create(session=session)
+        session.active_thread = thread
+        session.save(update_fields=["active_thread"])
+    return session
+
+
+def session_rename(*, session: Session, name: str) -> Session:
+    session.name = clean_name(name, what="session name")
+    session.save(update_fields=["name", "updated_at"])
+    return session
+
+
+def session_set_provider(*, session: Session, credential: Credential | None, model: str) -> Session:
+    """Choose the credential (None: demo) and model for the session's next replies."""
+    session.credential = credential
+    session.model = model.strip()[:120]
+    session.save(update_fields=["credential", "model", "updated_at"])
+    return session
+
+
+def session_set_roles(*, session: Session, roles: list[Role]) -> Session:
+    """Choose the roles taking part; a role that stays keeps its mute and overrides."""
+    if not roles:
+        raise ValidationError("A session needs at least one role.")
+    with transaction.atomic():
+        keep = {role.pk for role in roles}
+        session.session_roles.exclude(role_id__in=keep).delete()
+        present = set(session.session_roles.values_list("role_id", flat=True))
+        SessionRole.objects.bulk_create(
+            SessionRole(session=session, role=role) for role in roles if role.pk not in present
+        )
+        if session.sticky_handle not in {role.handle for role in roles}:
+            session.sticky_handle = ""
+        session.save(update_fields=["sticky_handle", "updated_at"])
+    return session
+
+
+def session_set_memory(*, session: Session, memory: str) -> Session:
+    session.memory = memory
+    session.save(update_fields=["memory", "updated_at"])
+    return session
+
+
+@dataclass(frozen=True)
+class SettingsChange:
+    credential: Credential | None
+    model: str
+    persona: str
+    memory: str
+    addressing_mode: str
+    auto_rounds: int
+    disabled_tools: list[str]
+    roles: list[Role]
+    overrides: dict[int, str]  # role pk -> model override ("" for none)
+    role_credentials: dict[int, Credential | None] = field(default_factory=dict)
+
+
+def session_save_settings(*, session: Session, change: SettingsChange) -> Session:
+    """Store the session's settings and show them in every tab open on it."""
+    with transaction.atomic():
+        session.credential = change.credential
+        session.model = change.model.strip()[:120]
+        session.persona = change.persona
+        session.memory = change.memory
+        session.addressing_mode = change.addressing_mode
+        session.auto_rounds = change.auto_rounds
+        session.disabled_tools = sorted(change.disabled_tools)
+        session.save()
+        session_set_roles(session=session, roles=change.roles)
+        for link in session.session_roles.all():
+            link.model_override = change.overrides.get(link.role_id, "").strip()[:120]
+            link.credential = change.role_credentials.get(link.role_id)
+            link.save(update_fields=["model_override", "credential"])
+        events.publish_session_controls_on_commit(session=session)
+    return session

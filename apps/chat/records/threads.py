@@ -1,0 +1,114 @@
+"""Writes for threads: creation, names, branches and clearing."""
+
+from __future__ import annotations
+
+from django.db import transaction
+from django.db.models import F
+from django.utils import timezone
+
+from apps.chat.display import events
+from apps.chat.models import Message, Session, Thread
+from apps.chat.records.naming import thread_name, unique_name
+from apps.chat.records.text import clean_name
+from apps.chat.selectors import transcript_messages
+
+
+def thread_create(*, session: Session) -> Thread:
+    with transaction.atomic():
+        thread = Thread.objects.create(session=session)
+        session.active_thread = thread
+        session.save(update_fields=["active_thread", "updated_at"])
+        events.publish_thread_tree_on_commit(session_id=session.pk)
+    return thread
+
+
+def thread_rename(*, thread: Thread, label: str) -> Thread:
+    thread.label = clean_name(label, what="thread name")
+    thread.save(update_fields=["label", "updated_at"])
+    events.publish_thread_renamed_on_commit(thread=thread)
+    return thread
+
+
+def thread_autoname(*, thread: Thread, text: str) -> Thread:
+    """Name an unnamed thread from its first substantive message (unique in the session)."""
+    if thread.label:
+        return thread
+    name = thread_name(text)
+    if not name:
+        return thread
+    taken = set(
+        Thread.objects.filter(session_id=thread.session_id)
+        .exclude(pk=thread.pk)
+        .values_list("label", flat=True)
+    )
+    return thread_rename(thread=thread, label=unique_name(name, taken))
+
+
+def thread_branch(*, thread: Thread, message: Message | None) -> Thread:
+    """A new thread whose history is `thread`'s transcript up to and including `message`.
+
+    `message` may be inherited from an ancestor; the branch then hangs off the thread that
+    owns it. None makes an empty branch of `thread`.
+    """
+    parent = message.thread if message is not None else thread
+    base = (parent.label or "Untitled chat")[:50]
+    taken = set(Thread.objects.filter(session_id=parent.session_id).values_list("label", flat=True))
+    with transaction.atomic():
+        branch = Thread.objects.create(
+            session_id=parent.session_id,
+            parent=parent,
+            forked_from=message,
+            label=unique_name(f"{base} · branch", taken),
+        )
+        Session.objects.filter(pk=parent.session_id).update(
+            active_thread=branch, updated_at=timezone.now()
+        )
+        events.publish_thread_tree_on_commit(session_id=parent.session_id)
+    return branch
+
+
+def _materialise_inherited(child: Thread) -> None:
+    """Copy a branch's inherited history into it, so it survives its parent being cleared."""
+    fork = child.forked_from
+    inherited = (
+        transcript_messages(thread=fork.thread, before_seq=fork.seq + 1) if fork is not None else []
+    )
+    count = len(inherited)
+    if count:
+        # Two steps keep (thread, seq) unique at every moment on every database.
+        Message.objects.filter(thread=child).update(seq=F("seq") + 1_000_000)
+        Message.objects.filter(thread=child).update(seq=F("seq") - 1_000_000 + count)
+        Message.objects.bulk_create(
+            Message(
+                thread=child,
+                seq=index,
+                speaker=m.speaker,
+                author=m.author,
+                kind=m.kind,
+                content=m.content,
+                status=m.status,
+                error=m.error,
+                provider=m.provider,
+                model=m.model,
+                usage=m.usage,
+                ttft_ms=m.ttft_ms,
+                duration_ms=m.duration_ms,
+                alternatives=m.alternatives,
+            )
+            for index, m in enumerate(inherited, start=1)
+        )
+    Thread.objects.filter(pk=child.pk).update(
+        parent=None, forked_from=None, next_seq=F("next_seq") + count
+    )
+
+
+def thread_clear_messages(*, thread: Thread) -> Thread:
+    """Delete every message of a thread with nothing running; its branches keep their history."""
+    with transaction.atomic():
+        for child in thread.children.select_related("forked_from__thread"):
+            _materialise_inherited(child)
+        thread.messages.all().delete()
+        thread.turns.all().delete()
+        thread.summaries.all().delete()
+        thread.save(update_fields=["updated_at"])
+    return thread

@@ -1,7 +1,0 @@
-from django.urls import path
-
-from apps.chat.consumers import ThreadConsumer
-
-websocket_urlpatterns = [
-    path("ws/threads/<uuid:thread>/", ThreadConsumer.as_asgi()),
-]

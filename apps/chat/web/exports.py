@@ -1,0 +1,64 @@
+"""A thread as Markdown or JSON: the transcript a reader sees, inherited history included."""
+
+from __future__ import annotations
+
+import json
+
+from django.utils import timezone
+
+from apps.chat.council.requests import message_block_text
+from apps.chat.models import Thread
+from apps.chat.selectors import speaker_names, transcript_messages
+
+
+def _filename(thread: Thread, extension: str) -> str:
+    base = "".join(c if c.isalnum() or c in "-_" else "-" for c in (thread.label or "thread"))
+    return f"{base.strip('-')[:60] or 'thread'}.{extension}"
+
+
+def export_markdown(thread: Thread) -> tuple[str, str]:
+    names = speaker_names(session=thread.session)
+    names["user"] = "You"
+    lines = [f"# {thread.label or 'Untitled chat'}", ""]
+    lines.append(f"*Exported from Parley on {timezone.now():%Y-%m-%d %H:%M} UTC.*")
+    lines.append("")
+    for message in transcript_messages(thread=thread):
+        header = f"## {names.get(message.speaker, message.speaker)}"
+        if message.status not in ("done",):
+            header += f" ({message.get_status_display().lower()})"
+        lines += [header, "", message_block_text(message) or "*(no text)*", ""]
+        if message.error:
+            lines += [f"> Error: {message.error}", ""]
+    return "\n".join(lines), _filename(thread, "md")
+
+
+def export_json(thread: Thread) -> tuple[str, str]:
+    data = {
+        "thread": {
+            "id": str(thread.public_id),
+            "label": thread.label,
+            "session": thread.session.name,
+            "parent": str(thread.parent.public_id) if thread.parent is not None else None,
+            "exported_at": timezone.now().isoformat(),
+        },
+        "messages": [
+            {
+                "id": str(m.public_id),
+                "seq": m.seq,
+                "thread": str(m.thread.public_id),
+                "speaker": m.speaker,
+                "status": m.status,
+                "content": m.content,
+                "error": m.error,
+                "provider": m.provider,
+                "model": m.model,
+                "usage": m.usage,
+                "ttft_ms": m.ttft_ms,
+                "duration_ms": m.duration_ms,
+                "alternatives": m.alternatives,
+                "created_at": m.created_at.isoformat(),
+            }
+            for m in transcript_messages(thread=thread)
+        ],
+    }
+    return json.dumps(data, ensure_ascii=False, indent=2), _filename(thread, "json")

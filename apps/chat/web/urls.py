@@ -1,0 +1,24 @@
+from django.urls import path
+
+from apps.chat.web import views
+
+app_name = "chat"
+
+urlpatterns = [
+    path("", views.session_list, name="session_list"),
+    path("sessions/new/", views.session_create, name="session_create"),
+    path("s/<uuid:session>/", views.session_detail, name="session_detail"),
+    path("s/<uuid:session>/threads/new/", views.thread_create, name="thread_create"),
+    path("s/<uuid:session>/rename/", views.session_rename, name="session_rename"),
+    path("s/<uuid:session>/delete/", views.session_delete, name="session_delete"),
+    path("s/<uuid:session>/settings/", views.session_settings, name="session_settings"),
+    path("t/<uuid:thread>/", views.thread_detail, name="thread_detail"),
+    path("t/<uuid:thread>/messages/", views.message_create, name="message_create"),
+    path("t/<uuid:thread>/interrupt/", views.thread_interrupt, name="thread_interrupt"),
+    path("t/<uuid:thread>/rename/", views.thread_rename, name="thread_rename"),
+    path("t/<uuid:thread>/clear/", views.thread_clear, name="thread_clear"),
+    path("t/<uuid:thread>/export/", views.thread_export, name="thread_export"),
+    path("m/<uuid:message>/rerun/", views.message_rerun, name="message_rerun"),
+    path("m/<uuid:message>/branch/", views.message_branch, name="message_branch"),
+    path("m/<uuid:message>/edit/", views.message_edit, name="message_edit"),
+]

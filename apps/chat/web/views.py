@@ -1,0 +1,247 @@
+"""Thin views: validate, call one service or selector, render a page or a partial."""
+
+from __future__ import annotations
+
+from django.core.exceptions import ValidationError
+from django.http import HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
+from django.views.decorators.http import require_GET, require_POST
+from django_htmx.http import HttpResponseClientRedirect
+
+from apps.chat.council import lifecycle, posting, replies
+from apps.chat.display.bubbles import render_bubbles, session_controls_context
+from apps.chat.models import Session
+from apps.chat.records import sessions, threads
+from apps.chat.selectors import (
+    inherited_messages,
+    messages_for_user,
+    sessions_for_user,
+    thread_in_flight_for_session,
+    thread_messages,
+    thread_tree,
+    threads_for_user,
+)
+from apps.chat.web.exports import export_json, export_markdown
+from apps.chat.web.forms import (
+    MessageForm,
+    SessionCreateForm,
+    SessionSettingsForm,
+)
+from apps.providers.selectors import credentials_for_user
+
+
+@require_GET
+def session_list(request):
+    owned = sessions_for_user(user=request.user).select_related("active_thread")
+    return render(
+        request, "chat/session_list.html", {"sessions": owned, "form": SessionCreateForm()}
+    )
+
+
+@require_POST
+def session_create(request):
+    form = SessionCreateForm(request.POST)
+    name = form.cleaned_data["name"] if form.is_valid() else ""
+    session = sessions.session_create(owner=request.user, name=name)
+    return _open_active_thread(session)
+
+
+@require_GET
+def session_detail(request, session):
+    session = get_object_or_404(sessions_for_user(user=request.user), public_id=session)
+    return _open_active_thread(session)
+
+
+def _open_active_thread(session):
+    """Go to the session's current thread (a session whose threads were all gone gets one)."""
+    thread = session.active_thread or threads.thread_create(session=session)
+    return redirect("chat:thread_detail", thread=thread.public_id)
+
+
+@require_POST
+def thread_create(request, session):
+    session = get_object_or_404(sessions_for_user(user=request.user), public_id=session)
+    thread = threads.thread_create(session=session)
+    url = reverse("chat:thread_detail", kwargs={"thread": thread.public_id})
+    return HttpResponseClientRedirect(url) if request.htmx else redirect(url)
+
+
+@require_POST
+def session_rename(request, session):
+    session = get_object_or_404(sessions_for_user(user=request.user), public_id=session)
+    try:  # the service validates the name
+        sessions.session_rename(session=session, name=request.POST.get("name", ""))
+    except ValidationError as exc:
+        return HttpResponse(" ".join(exc.messages), status=422)
+    return redirect("chat:session_list")
+
+
+@require_POST
+def session_delete(request, session):
+    session = get_object_or_404(sessions_for_user(user=request.user), public_id=session)
+    lifecycle.session_delete(session=session)
+    url = reverse("chat:session_list")
+    return HttpResponseClientRedirect(url) if request.htmx else redirect(url)
+
+
+def _settings_form(request, session, data=None):
+    return SessionSettingsForm(
+        data, session=session, credentials=credentials_for_user(user=request.user)
+    )
+
+
+def session_settings(request, session):
+    """The settings modal: GET renders it, POST saves; while replies stream, ask how to apply."""
+    session = get_object_or_404(sessions_for_user(user=request.user), public_id=session)
+    if request.method == "GET":
+        form = _settings_form(request, session)
+        return render(request, "chat/_settings.html", {"session": session, "form": form})
+    if request.method != "POST":
+        return HttpResponse(status=405)
+    form = _settings_form(request, session, request.POST)
+    streaming = thread_in_flight_for_session(session=session)
+    apply = request.POST.get("apply", "")
+    if not form.is_valid() or (streaming and apply not in ("now", "next")):
+        context = {"session": session, "form": form, "ask_apply": form.is_valid() and streaming}
+        return render(request, "chat/_settings.html", context, status=422)
+    lifecycle.session_apply_settings(
+        session=session, change=form.change(), apply_now=apply == "now"
+    )
+    thread = threads_for_user(user=request.user).filter(public_id=request.POST.get("thread"))
+    context = {**chat_context(session=session, thread=thread.first()), "saved": True}
+    response = render(request, "chat/_settings_saved.html", context)
+    response["HX-Trigger"] = "parley:settings-saved"
+    return response
+
+
+def chat_context(*, session, thread) -> dict:
+    """What the composer, the role picker and the summary strip show."""
+    return {**session_controls_context(session), "thread": thread}
+
+
+@require_GET
+def thread_detail(request, thread):
+    thread = get_object_or_404(threads_for_user(user=request.user), public_id=thread)
+    session = thread.session
+    own = list(thread_messages(thread=thread).select_related("author"))
+    inherited = inherited_messages(thread=thread)
+    context = {
+        **chat_context(session=session, thread=thread),
+        "tree": thread_tree(session=session),
+        "inherited_html": render_bubbles(inherited, inherited=True),
+        "messages_html": render_bubbles(own),
+        "form": MessageForm(),
+    }
+    return render(request, "chat/thread.html", context)
+
+
+@require_POST
+def thread_rename(request, thread):
+    thread = get_object_or_404(threads_for_user(user=request.user), public_id=thread)
+    try:  # the service validates the label
+        threads.thread_rename(thread=thread, label=request.POST.get("label", ""))
+    except ValidationError as exc:
+        return HttpResponse(" ".join(exc.messages), status=422)
+    if not request.htmx:
+        return redirect("chat:thread_detail", thread=thread.public_id)
+    return render(request, "chat/_thread_label.html", {"thread": thread})
+
+
+@require_POST
+def thread_clear(request, thread):
+    thread = get_object_or_404(threads_for_user(user=request.user), public_id=thread)
+    lifecycle.thread_clear(thread=thread)
+    url = reverse("chat:thread_detail", kwargs={"thread": thread.public_id})
+    return HttpResponseClientRedirect(url) if request.htmx else redirect(url)
+
+
+@require_GET
+def thread_export(request, thread):
+    thread = get_object_or_404(threads_for_user(user=request.user), public_id=thread)
+    kind = request.GET.get("format", "md")
+    if kind not in ("md", "json"):
+        return HttpResponse("Choose format=md or format=json.", status=400)
+    if kind == "md":
+        body, filename = export_markdown(thread)
+        content_type = "text/markdown; charset=utf-8"
+    else:
+        body, filename = export_json(thread)
+        content_type = "application/json"
+    response = HttpResponse(body, content_type=content_type)
+    response["Content-Disposition"] = f'attachment; filename="{filename}"'
+    return response
+
+
+@require_POST
+def message_branch(request, message):
+    """Branch from here: a new thread whose history ends at this message."""
+    message = get_object_or_404(messages_for_user(user=request.user), public_id=message)
+    branch = threads.thread_branch(thread=message.thread, message=message)
+    url = reverse("chat:thread_detail", kwargs={"thread": branch.public_id})
+    return HttpResponseClientRedirect(url) if request.htmx else redirect(url)
+
+
+@require_POST
+def message_edit(request, message):
+    """Send an edited user message again, as a new branch."""
+    message = get_object_or_404(messages_for_user(user=request.user), public_id=message)
+    try:
+        posted = posting.message_edit(
+            message=message, author=request.user, text=request.POST.get("text", "")
+        )
+    except ValidationError as exc:
+        return HttpResponse(" ".join(exc.messages), status=422)
+    branch = posted.redirect_to or message.thread
+    url = reverse("chat:thread_detail", kwargs={"thread": branch.public_id})
+    return HttpResponseClientRedirect(url) if request.htmx else redirect(url)
+
+
+@require_POST
+def message_create(request, thread):
+    thread = get_object_or_404(threads_for_user(user=request.user), public_id=thread)
+    form = MessageForm(request.POST)
+    text = request.POST.get("text", "")
+    try:
+        form.is_valid()
+        posted = posting.message_post(thread=thread, author=request.user, text=text)
+    except ValidationError as exc:
+        # Keep what the person typed: an error never loses their words.
+        context = {
+            **chat_context(session=thread.session, thread=thread),
+            "form": form,
+            "error": " ".join(exc.messages),
+        }
+        return render(request, "chat/_composer.html", context, status=422)
+    target = posted.redirect_to or thread
+    if posted.redirect_to is not None or not request.htmx:
+        url = reverse("chat:thread_detail", kwargs={"thread": target.public_id})
+        return HttpResponseClientRedirect(url) if request.htmx else redirect(url)
+    context = {
+        **chat_context(session=Session.objects.get(pk=thread.session_id), thread=thread),
+        "form": MessageForm(),
+        "appended_html": render_bubbles(posted.messages),
+    }
+    return render(request, "chat/_composer.html", context)
+
+
+@require_POST
+def message_rerun(request, message):
+    """Retry a failed reply or regenerate any settled one; the bubble updates over the socket."""
+    message = get_object_or_404(messages_for_user(user=request.user), public_id=message)
+    try:
+        replies.reply_rerun(message=message)
+    except ValidationError as exc:
+        return HttpResponse(" ".join(exc.messages), status=409)
+    if not request.htmx:
+        return redirect("chat:thread_detail", thread=message.thread.public_id)
+    return HttpResponse(status=204)
+
+
+@require_POST
+def thread_interrupt(request, thread):
+    thread = get_object_or_404(threads_for_user(user=request.user), public_id=thread)
+    replies.thread_interrupt(thread=thread)
+    if not request.htmx:
+        return redirect("chat:thread_detail", thread=thread.public_id)
+    return render(request, "chat/_interrupted.html", {"thread": thread})

@@ -1,0 +1,112 @@
+"""Anthropic Messages API through the official `anthropic` SDK (async client, streaming)."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import anthropic
+
+from apps.providers.adapters.translate import to_anthropic
+from apps.providers.types import (
+    RETRYABLE_STATUSES,
+    ChatRequest,
+    ProviderError,
+    Stop,
+    StopReason,
+    StreamEvent,
+    TextDelta,
+    ToolCall,
+    Usage,
+    retry_after_seconds,
+)
+
+STOP_REASONS: dict[str, StopReason] = {
+    "end_turn": "end",
+    "max_tokens": "max_tokens",
+    "tool_use": "tool_use",
+    "stop_sequence": "stop_sequence",
+    "refusal": "refusal",
+}
+RETRYABLE_STREAM_ERRORS = {"overloaded_error", "api_error", "rate_limit_error", "timeout_error"}
+
+
+def _client(api_key: str, base_url: str, timeout: float = 120) -> anthropic.AsyncAnthropic:
+    # Retries are ours (calls.py): only before any text was shown, honouring retry-after.
+    return anthropic.AsyncAnthropic(
+        api_key=api_key or "missing", base_url=base_url or None, max_retries=0, timeout=timeout
+    )
+
+
+def _error(exc: Exception) -> ProviderError:
+    if isinstance(exc, anthropic.APIStatusError):
+        body = exc.body if isinstance(exc.body, dict) else {}
+        error = body.get("error")
+        if not isinstance(error, dict):
+            error = {}
+        error_type = error.get("type", "")
+        message = error.get("message") or str(exc)
+        if exc.status_code == 200:  # an `error` event in the middle of a stream
+            retryable = error_type in RETRYABLE_STREAM_ERRORS
+        else:
+            retryable = exc.status_code in RETRYABLE_STATUSES
+        return ProviderError(
+            f"Anthropic: {message} ({error_type or exc.status_code})",
+            retryable=retryable,
+            error_type=error_type,
+            status=exc.status_code,
+            retry_after=retry_after_seconds(exc.response.headers if exc.response else None),
+        )
+    if isinstance(exc, anthropic.APITimeoutError):
+        return ProviderError(
+            "Anthropic did not answer in time.", retryable=True, error_type="timeout"
+        )
+    if isinstance(exc, anthropic.APIConnectionError):
+        return ProviderError(
+            "Cannot reach the Anthropic API (check the base URL and the network).",
+            retryable=True,
+            error_type="connection",
+        )
+    raise exc
+
+
+class AnthropicAdapter:
+    kind = "anthropic"
+    label = "Anthropic"
+    default_model = "claude-sonnet-5"
+    fallback_models: tuple[str, ...] = ("claude-opus-5", "claude-sonnet-5", "claude-haiku-4-5")
+
+    async def stream(
+        self, request: ChatRequest, *, api_key: str = "", base_url: str = ""
+    ) -> AsyncIterator[StreamEvent]:
+        try:
+            # Closing the client inside the loop: left to the garbage collector, it would try
+            # to close its connections after the reply's event loop has gone.
+            async with (
+                _client(api_key, base_url) as client,
+                client.messages.stream(**to_anthropic(request)) as stream,
+            ):
+                async for event in stream:
+                    if event.type == "text" and event.text:
+                        yield TextDelta(event.text)
+                final = await stream.get_final_message()
+        except anthropic.APIError as exc:
+            raise _error(exc) from exc
+        for block in final.content:
+            if block.type == "tool_use":
+                yield ToolCall(id=block.id, name=block.name, arguments=dict(block.input or {}))
+        usage = final.usage
+        yield Usage(
+            input_tokens=usage.input_tokens or 0,
+            output_tokens=usage.output_tokens or 0,
+            cache_read_tokens=usage.cache_read_input_tokens or 0,
+            cache_write_tokens=usage.cache_creation_input_tokens or 0,
+        )
+        yield Stop(STOP_REASONS.get(final.stop_reason or "", "other"))
+
+    async def list_models(self, *, api_key: str = "", base_url: str = "") -> list[str]:
+        try:
+            async with _client(api_key, base_url, timeout=15) as client:
+                page = await client.models.list(limit=100)
+        except anthropic.APIError as exc:
+            raise _error(exc) from exc
+        return [model.id for model in page.data]

@@ -1,0 +1,139 @@
+"""OpenAI chat completions, and any OpenAI-compatible server, through the `openai` SDK."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+
+import openai
+
+from apps.providers.adapters.translate import to_openai
+from apps.providers.types import (
+    RETRYABLE_STATUSES,
+    ChatRequest,
+    ProviderError,
+    Stop,
+    StopReason,
+    StreamEvent,
+    TextDelta,
+    ToolCall,
+    Usage,
+    retry_after_seconds,
+)
+
+FINISH_REASONS: dict[str, StopReason] = {
+    "stop": "end",
+    "length": "max_tokens",
+    "tool_calls": "tool_use",
+    "function_call": "tool_use",
+    "content_filter": "refusal",
+}
+
+
+def _error(exc: Exception, label: str) -> ProviderError:
+    if isinstance(exc, openai.APIStatusError):
+        body = exc.body if isinstance(exc.body, dict) else {}
+        error = body.get("error", body) if isinstance(body, dict) else {}
+        error_type = (
+            (error.get("type") or error.get("code") or "") if isinstance(error, dict) else ""
+        )
+        return ProviderError(
+            f"{label}: {exc.message}",
+            retryable=exc.status_code in RETRYABLE_STATUSES,
+            error_type=str(error_type),
+            status=exc.status_code,
+            retry_after=retry_after_seconds(exc.response.headers if exc.response else None),
+        )
+    if isinstance(exc, openai.APITimeoutError):
+        return ProviderError(
+            f"{label} did not answer in time.", retryable=True, error_type="timeout"
+        )
+    if isinstance(exc, openai.APIConnectionError):
+        return ProviderError(
+            f"Cannot reach {label} (check the base URL and that the server is running).",
+            retryable=True,
+            error_type="connection",
+        )
+    if isinstance(exc, openai.APIError):  # an error object inside the stream
+        return ProviderError(f"{label}: {exc.message}", retryable=True, error_type="stream_error")
+    raise exc
+
+
+class OpenAIAdapter:
+    kind = "openai"
+    label = "OpenAI"
+    default_model = "gpt-4.1"
+    fallback_models: tuple[str, ...] = ("gpt-4.1", "gpt-4.1-mini", "gpt-4o", "gpt-4o-mini")
+
+    def _client(self, api_key: str, base_url: str, timeout: float = 120) -> openai.AsyncOpenAI:
+        return openai.AsyncOpenAI(
+            api_key=api_key or "not-needed",
+            base_url=base_url or None,
+            max_retries=0,
+            timeout=timeout,
+        )
+
+    async def stream(
+        self, request: ChatRequest, *, api_key: str = "", base_url: str = ""
+    ) -> AsyncIterator[StreamEvent]:
+        calls: dict[int, dict] = {}
+        finish = None
+        usage = Usage()
+        try:
+            client = self._client(api_key, base_url)
+            stream = await client.chat.completions.create(
+                **to_openai(request),
+                max_tokens=request.max_tokens,
+                stream=True,
+                stream_options={"include_usage": True},
+            )
+            # Close the client inside the loop, not at garbage collection after it has gone.
+            async with client, stream:
+                async for chunk in stream:
+                    if chunk.usage:
+                        details = chunk.usage.prompt_tokens_details
+                        cached = (details.cached_tokens or 0) if details else 0
+                        usage = Usage(
+                            input_tokens=(chunk.usage.prompt_tokens or 0) - cached,
+                            output_tokens=chunk.usage.completion_tokens or 0,
+                            cache_read_tokens=cached,
+                        )
+                    for choice in chunk.choices:
+                        delta = choice.delta
+                        if delta and delta.content:
+                            yield TextDelta(delta.content)
+                        for call in (delta.tool_calls or []) if delta else []:
+                            entry = calls.setdefault(call.index, {"id": "", "name": "", "args": ""})
+                            if call.id:
+                                entry["id"] = call.id
+                            if call.function and call.function.name:
+                                entry["name"] = call.function.name
+                            if call.function and call.function.arguments:
+                                entry["args"] += call.function.arguments
+                        if choice.finish_reason:
+                            finish = choice.finish_reason
+        except openai.APIError as exc:
+            raise _error(exc, self.label) from exc
+        for _, entry in sorted(calls.items()):
+            try:
+                arguments = json.loads(entry["args"] or "{}")
+            except ValueError:
+                arguments = {"_unparsed": entry["args"]}
+            yield ToolCall(id=entry["id"], name=entry["name"], arguments=arguments)
+        yield usage
+        yield Stop(FINISH_REASONS.get(finish or "", "other"))
+
+    async def list_models(self, *, api_key: str = "", base_url: str = "") -> list[str]:
+        try:
+            async with self._client(api_key, base_url, timeout=15) as client:
+                page = await client.models.list()
+        except openai.APIError as exc:
+            raise _error(exc, self.label) from exc
+        return sorted(model.id for model in page.data)
+
+
+class OpenAICompatibleAdapter(OpenAIAdapter):
+    kind = "openai_compatible"
+    label = "the OpenAI-compatible server"
+    default_model = "llama3.1"
+    fallback_models: tuple[str, ...] = ()

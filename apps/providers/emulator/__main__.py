@@ -1,0 +1,3 @@
+from apps.providers.emulator import main
+
+main()

@@ -1,0 +1,250 @@
+"""The emulator's shared parts: scripts, recorded requests, pacing, errors and model lists.
+
+Each protocol lives in its own module as a subclass of `EmulatorCore`; `Emulator` (in the
+package) combines them and serves them on one port.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import threading
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+from aiohttp import web
+
+TOKEN = re.compile(r"\s*\S{1,4}|\s+")
+LOOKBACK_BLOCKS = 20
+
+
+@dataclass
+class Script:
+    """What the emulator does with one request."""
+
+    text: str | list[str] = "Hello from the emulator."  # a list: several text blocks
+    tool_calls: list[dict[str, Any]] = field(default_factory=list)  # {"name", "arguments"}
+    stop: str = "end"  # "end" | "max_tokens"
+    ttft_ms: int = 0
+    tokens_per_second: float = 0  # 0: as fast as possible
+    status: int = 200  # an HTTP error status instead of a stream
+    error_type: str = ""
+    retry_after: float | None = None
+    error_after_chars: int | None = None  # an error event mid-stream after this much text
+    usage: dict[str, int] = field(default_factory=dict)  # overrides, e.g. {"cached_tokens": 9}
+    match: str = ""
+    provider: str = ""  # "", "anthropic", "openai" or "gemini"
+
+
+@dataclass
+class RecordedRequest:
+    provider: str
+    path: str
+    headers: dict[str, str]
+    body: dict[str, Any]
+    started: float
+    first_byte: float | None = None
+    ended: float | None = None
+    closed_early: bool = False
+    usage: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass
+class CacheEntry:
+    tokens: int
+    expires: float
+    usable: bool = False
+
+
+class ClientGone(Exception):
+    pass
+
+
+def estimate_tokens(value: Any) -> int:
+    return max(1, len(json.dumps(value, sort_keys=True)) // 4)
+
+
+class EmulatorCore:
+    def __init__(self, *, min_cache_tokens: int = 1024, cache_ttl: float = 300.0):
+        self.scripts: list[Script] = []
+        self.requests: list[RecordedRequest] = []
+        self.invalid_keys = {"bad-key"}
+        self.min_cache_tokens = min_cache_tokens
+        self.cache_ttl = cache_ttl
+        self.cache: dict[str, CacheEntry] = {}
+        self.models = {
+            "anthropic": ["claude-sonnet-5", "claude-haiku-4-5"],
+            "openai": ["gpt-4.1", "gpt-4.1-mini"],
+            "gemini": ["gemini-2.5-flash", "gemini-2.5-pro"],
+        }
+        self._lock = threading.Lock()
+        self.url = ""
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._runner: web.AppRunner | None = None
+
+    # --- control --------------------------------------------------------------------------
+
+    def script(self, *scripts: Script) -> None:
+        with self._lock:
+            self.scripts.extend(scripts)
+
+    def reset(self) -> None:
+        with self._lock:
+            self.scripts.clear()
+            self.requests.clear()
+            self.cache.clear()
+
+    def _take_script(self, provider: str, raw_body: str) -> Script:
+        with self._lock:
+            for index, script in enumerate(self.scripts):
+                if script.provider in ("", provider) and script.match in raw_body:
+                    return self.scripts.pop(index)
+        return Script()
+
+    # --- shared streaming helpers ---------------------------------------------------------
+
+    @staticmethod
+    def _key(request: web.Request) -> str:
+        auth = request.headers.get("authorization", "")
+        return (
+            request.headers.get("x-api-key")
+            or request.headers.get("x-goog-api-key")
+            or request.query.get("key")
+            or auth.removeprefix("Bearer ").strip()
+        )
+
+    async def _start(
+        self, request: web.Request, record: RecordedRequest, script: Script
+    ) -> web.StreamResponse:
+        if script.ttft_ms:  # the model "thinks" before the response begins
+            await asyncio.sleep(script.ttft_ms / 1000)
+        response = web.StreamResponse(
+            headers={"content-type": "text/event-stream", "request-id": f"req_{uuid.uuid4().hex}"}
+        )
+        await response.prepare(request)
+        record.first_byte = time.monotonic()
+        return response
+
+    @staticmethod
+    async def _write(response: web.StreamResponse, frame: str) -> None:
+        try:
+            await response.write(frame.encode())
+        except (ConnectionResetError, RuntimeError) as exc:
+            raise ClientGone from exc
+
+    @staticmethod
+    def _tokens(text: str) -> list[str]:
+        return TOKEN.findall(text)
+
+    async def _pace(self, script: Script, index: int, started: float) -> None:
+        if script.tokens_per_second:
+            delay = started + index / script.tokens_per_second - time.monotonic()
+            if delay > 0:
+                await asyncio.sleep(delay)
+
+    def _record(self, provider: str, request: web.Request, body: dict) -> RecordedRequest:
+        record = RecordedRequest(
+            provider=provider,
+            path=request.path_qs,
+            headers={k.lower(): v for k, v in request.headers.items()},
+            body=body,
+            started=time.monotonic(),
+        )
+        with self._lock:
+            self.requests.append(record)
+        return record
+
+    @staticmethod
+    def _texts(script: Script) -> list[str]:
+        texts = [script.text] if isinstance(script.text, str) else list(script.text)
+        return [text for text in texts if text]
+
+    async def _serve(self, provider: str, request: web.Request, handler) -> web.StreamResponse:
+        raw = await request.text()
+        body = json.loads(raw or "{}")
+        record = self._record(provider, request, body)
+        script = self._take_script(provider, raw)
+        try:
+            if self._key(request) in self.invalid_keys:
+                return self._error_response(
+                    provider, 401, "authentication_error", "invalid x-api-key"
+                )
+            if script.status != 200:
+                return self._error_response(
+                    provider,
+                    script.status,
+                    script.error_type,
+                    "scripted failure",
+                    script.retry_after,
+                )
+            return await handler(request, body, script, record)
+        except (ClientGone, asyncio.CancelledError):
+            record.closed_early = True
+            raise
+        finally:
+            record.ended = time.monotonic()
+
+    def _error_response(
+        self, provider: str, status: int, error_type: str, message: str, retry_after=None
+    ) -> web.Response:
+        headers = {}
+        if retry_after is not None:
+            headers["retry-after"] = str(retry_after)
+        if provider == "anthropic":
+            payload: dict[str, Any] = {
+                "type": "error",
+                "error": {"type": error_type or "api_error", "message": message},
+            }
+        elif provider == "openai":
+            payload = {
+                "error": {"message": message, "type": error_type or "server_error", "code": None}
+            }
+        else:
+            payload = {
+                "error": {"code": status, "message": message, "status": error_type or "INTERNAL"}
+            }
+        return web.json_response(payload, status=status, headers=headers)
+
+    # --- models ----------------------------------------------------------------------------
+
+    async def list_models(self, request: web.Request) -> web.Response:
+        if self._key(request) in self.invalid_keys:
+            kind = (
+                "gemini"
+                if "x-goog-api-key" in request.headers
+                else ("anthropic" if "anthropic-version" in request.headers else "openai")
+            )
+            return self._error_response(kind, 401, "authentication_error", "invalid API key")
+        if "x-goog-api-key" in request.headers or request.path.startswith("/v1beta"):
+            return web.json_response(
+                {
+                    "models": [
+                        {"name": f"models/{m}", "displayName": m} for m in self.models["gemini"]
+                    ]
+                }
+            )
+        if "anthropic-version" in request.headers:
+            data = [
+                {"type": "model", "id": m, "display_name": m, "created_at": "2026-01-01T00:00:00Z"}
+                for m in self.models["anthropic"]
+            ]
+            return web.json_response(
+                {
+                    "data": data,
+                    "has_more": False,
+                    "first_id": data[0]["id"],
+                    "last_id": data[-1]["id"],
+                }
+            )
+        return web.json_response(
+            {
+                "object": "list",
+                "data": [
+                    {"id": m, "object": "model", "created": 0, "owned_by": "emulator"}
+                    for m in self.models["openai"]
+                ],
+            }
+        )
