@@ -113,6 +113,16 @@ def _database() -> dict[str, Any]:
         }
         # A file, not memory, so worker and server threads share it; one per test process.
         config["TEST"] = {"NAME": str(VAR_DIR / f"test-parley-{os.getpid()}.sqlite3")}
+    elif config["ENGINE"] == "django.db.backends.postgresql":
+        # A bounded pool per process: a worker's hundreds of streams share a few connections
+        # (its database threads), far below PostgreSQL's max_connections. The pool, not
+        # Django, keeps connections open, so CONN_MAX_AGE must stay 0.
+        config["CONN_MAX_AGE"] = 0
+        config.setdefault("OPTIONS", {})["pool"] = {
+            "min_size": 1,
+            "max_size": env_int("PARLEY_DB_POOL_SIZE", 16, minimum=1),
+            "timeout": 30,
+        }
     return config
 
 
@@ -191,6 +201,8 @@ if not DEBUG:
 # Streaming behaviour.
 PARLEY_FLUSH_INTERVAL_MS = env_int("PARLEY_FLUSH_INTERVAL_MS", 75, minimum=10)
 PARLEY_CHECKPOINT_INTERVAL_MS = env_int("PARLEY_CHECKPOINT_INTERVAL_MS", 1500, minimum=100)
+# Database threads of a worker's stream hub: they bound its database connections.
+PARLEY_WORKER_DB_THREADS = env_int("PARLEY_WORKER_DB_THREADS", 8, minimum=1)
 PARLEY_REPLY_TIMEOUT_SECONDS = env_int("PARLEY_REPLY_TIMEOUT_SECONDS", 900, minimum=5)
 # Every worker looks for replies left behind (a dead worker, a lost task) when it starts and
 # then at this interval; 0 keeps only the look at start.

@@ -41,6 +41,11 @@ def _lease_key(message_pk: int) -> str:
     return f"{PREFIX}:lease:{message_pk}"
 
 
+# Workers subscribe here: a cancel reaches the worker streaming the reply at once. The flag key
+# stays the record, for a reply whose stream starts (or whose worker reconnects) after it.
+CANCEL_CHANNEL = f"{PREFIX}:cancels"
+
+
 # Renew or release a lease only while it is still ours (a later run may own it by then).
 _RENEW_IF_OWNER = (
     "if redis.call('get', KEYS[1]) == ARGV[1] then "
@@ -63,6 +68,16 @@ async def lease_renew(client: aioredis.Redis, message_pk: int, owner: str) -> No
 
 async def lease_release(client: aioredis.Redis, message_pk: int, owner: str) -> None:
     await client.eval(_RELEASE_IF_OWNER, 1, _lease_key(message_pk), owner)
+
+
+async def leases_renew(client: aioredis.Redis, leases: dict[int, str]) -> None:
+    """Renew every lease a worker holds in one round trip (message pk -> owner)."""
+    if not leases:
+        return
+    async with client.pipeline(transaction=False) as pipe:
+        for message_pk, owner in leases.items():
+            pipe.eval(_RENEW_IF_OWNER, 1, _lease_key(message_pk), owner, LEASE_TTL_SECONDS)
+        await pipe.execute()
 
 
 def leases_held(message_pks: list[int]) -> set[int]:
@@ -115,11 +130,19 @@ async def live_reset(client: aioredis.Redis, message_id: str) -> int:
 
 async def live_append(client: aioredis.Redis, message_id: str, chunk: str) -> int:
     """Append a published chunk and return its sequence number, atomically."""
+    (seq,) = await live_append_many(client, [(message_id, chunk)])
+    return seq
+
+
+async def live_append_many(client: aioredis.Redis, chunks: list[tuple[str, str]]) -> list[int]:
+    """Append one chunk to each of several tails in one atomic round trip; their sequence
+    numbers, in order (a snapshot never sees a chunk without its number)."""
     async with client.pipeline(transaction=True) as pipe:
-        pipe.append(_text_key(message_id), chunk)
-        pipe.incr(_seq_key(message_id))
-        _, seq = await pipe.execute()
-    return int(seq)
+        for message_id, chunk in chunks:
+            pipe.append(_text_key(message_id), chunk)
+            pipe.incr(_seq_key(message_id))
+        results = await pipe.execute()
+    return [int(seq) for seq in results[1::2]]
 
 
 async def live_finish(client: aioredis.Redis, message_id: str) -> int:
@@ -152,6 +175,7 @@ def request_cancel(message_ids: list[str], *, restart: bool = False) -> None:
     with sync_client() as client, client.pipeline(transaction=False) as pipe:
         for message_id in message_ids:
             pipe.set(_cancel_key(message_id), "restart" if restart else "1", ex=CANCEL_TTL_SECONDS)
+        pipe.publish(CANCEL_CHANNEL, " ".join(message_ids))
         pipe.execute()
 
 
@@ -165,6 +189,14 @@ async def restart_requested(client: aioredis.Redis, message_id: str) -> bool:
 
 async def cancel_requested(client: aioredis.Redis, message_id: str) -> bool:
     return bool(await client.exists(_cancel_key(message_id)))
+
+
+async def cancels_requested(client: aioredis.Redis, message_ids: list[str]) -> list[str]:
+    """Which of these replies have been asked to stop (after a missed announcement)."""
+    if not message_ids:
+        return []
+    flags = await client.mget([_cancel_key(message_id) for message_id in message_ids])
+    return [message_id for message_id, flag in zip(message_ids, flags, strict=True) if flag]
 
 
 async def clear_cancel(client: aioredis.Redis, message_id: str) -> None:

@@ -32,12 +32,17 @@ class Tab:
     frames: list[str] = field(default_factory=list)
 
     def apply(self, frame: str) -> None:
+        """Apply a frame's fragments in document order, as htmx does."""
         self.frames.append(frame)
-        for match in DELTA.finditer(frame):
-            message_id, text = match["id"], html.unescape(match["text"])
-            self.deltas.append((message_id, text))
-            self.bubbles[message_id].text += text
-        for match in ARTICLE.finditer(frame):
+        fragments = sorted(
+            [*DELTA.finditer(frame), *ARTICLE.finditer(frame)], key=lambda match: match.start()
+        )
+        for match in fragments:
+            if match.re is DELTA:
+                message_id, text = match["id"], html.unescape(match["text"])
+                self.deltas.append((message_id, text))
+                self.bubbles[message_id].text += text
+                continue
             status = STATUS.search(match["attrs"])[1]
             stream = STREAM_TEXT.search(match["body"])
             text = html.unescape(stream[1]) if stream else ""

@@ -179,7 +179,7 @@ async def test_an_idle_tab_keeps_its_socket_and_still_receives_events(alice, ali
     assert await communicator.receive_nothing(timeout=6.5)
     await get_channel_layer().group_send(
         events.thread_group(alice_thread.public_id),
-        {"type": "chat.append", "html": "<p>still here</p>", "messages": []},
+        {"type": "chat.append", "fragments": ["<p>still here</p>"], "messages": []},
     )
     assert "still here" in await communicator.receive_from(timeout=3)
     await communicator.disconnect()

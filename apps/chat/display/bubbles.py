@@ -5,8 +5,11 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from django.template.loader import render_to_string
+from django.urls import reverse
+from django.utils.html import format_html
 from django.utils.safestring import SafeString, mark_safe
 
+from apps.chat.display import frames
 from apps.chat.display.markdown import render_markdown
 from apps.chat.models import NOTICE_SPEAKER, Message, MessageKind, MessageStatus, Thread
 from apps.chat.selectors import session_links, session_usage, thread_tree
@@ -93,6 +96,22 @@ def render_thread_label(thread: Thread, variant: str) -> SafeString:
     return mark_safe(render_to_string("chat/_thread_label.html", context))  # noqa: S308
 
 
+def _bubble_html(
+    message: Message,
+    *,
+    role: Role | None,
+    live_text: str | None,
+    oob: bool,
+    inherited: bool = False,
+) -> str:
+    context = {
+        **bubble_context(message, role=role, live_text=live_text),
+        "oob": oob,
+        "inherited": inherited,
+    }
+    return render_to_string("chat/_message.html", context)
+
+
 def render_bubbles(
     messages: Iterable[Message],
     *,
@@ -105,21 +124,59 @@ def render_bubbles(
     roles = roles_by_handle({message.speaker for message in messages})
     live_texts = live_texts or {}
     html = "".join(
-        render_to_string(
-            "chat/_message.html",
-            {
-                **bubble_context(
-                    message,
-                    role=roles.get(message.speaker),
-                    live_text=live_texts.get(str(message.public_id)),
-                ),
-                "oob": oob,
-                "inherited": inherited,
-            },
+        _bubble_html(
+            message,
+            role=roles.get(message.speaker),
+            live_text=live_texts.get(str(message.public_id)),
+            oob=oob,
+            inherited=inherited,
         )
         for message in messages
     )
     return mark_safe(html)  # noqa: S308  (concatenated template output, escaped by the engine)
+
+
+def bubble_fragments(
+    messages: Iterable[Message], *, live_texts: dict[str, str] | None = None, oob: bool = False
+) -> list[str]:
+    """Bubbles for a websocket push, one fragment each, every one small enough for a frame.
+
+    A streaming bubble too large goes as its start plus appended pieces of its text; a settled
+    one as a stub that the tab replaces with the bubble fetched over HTTP.
+    """
+    messages = list(messages)
+    roles = roles_by_handle({message.speaker for message in messages})
+    live_texts = live_texts or {}
+    fragments: list[str] = []
+    for message in messages:
+        role = roles.get(message.speaker)
+        live_text = live_texts.get(str(message.public_id))
+        html = _bubble_html(message, role=role, live_text=live_text, oob=oob)
+        if frames.size(html) <= frames.MAX_FRAME_BYTES:
+            fragments.append(html)
+        elif message.in_flight:
+            text = message.text if live_text is None else live_text
+            first, *rest = frames.text_pieces(text) or [""]
+            fragments.append(_bubble_html(message, role=role, live_text=first, oob=oob))
+            fragments += frames.appended_text(str(message.public_id), "".join(rest))
+        else:
+            fragments.append(_fetched_bubble(message, oob=oob))
+    return fragments
+
+
+def _fetched_bubble(message: Message, *, oob: bool) -> str:
+    """A placeholder that loads the whole bubble over HTTP, where no frame limit applies."""
+    return format_html(
+        '<article id="msg-{}" class="msg msg--{}" data-seq="{}" data-status="{}"{} '
+        'hx-get="{}" hx-trigger="load" hx-swap="outerHTML" aria-busy="true">'
+        '<p class="msg-body muted">Loading a long message…</p></article>',
+        message.public_id,
+        message.status,
+        message.seq,
+        message.status,
+        mark_safe(' hx-swap-oob="true"') if oob else "",
+        reverse("chat:message_bubble", kwargs={"message": message.public_id}),
+    )
 
 
 def session_controls_context(session) -> dict:

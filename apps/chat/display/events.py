@@ -15,7 +15,7 @@ from channels.layers import get_channel_layer
 from django.db import transaction
 
 from apps.chat.display.bubbles import (
-    render_bubbles,
+    bubble_fragments,
     render_session_controls,
     render_thread_label,
     render_thread_tree,
@@ -53,7 +53,7 @@ def publish_messages_added_on_commit(*, thread: Thread, messages: list[Message])
                 thread_group(thread.public_id),
                 {
                     "type": "chat.append",
-                    "html": render_bubbles(messages),
+                    "fragments": bubble_fragments(messages),
                     "messages": [str(message.public_id) for message in messages],
                 },
             )
@@ -118,7 +118,7 @@ def state_event(*, message: Message, seq: int, live_text: str | None = None) -> 
         "message": str(message.public_id),
         "seq": seq,
         "reset": seq == 0,
-        "html": render_bubbles([message], live_texts=live, oob=True),
+        "fragments": bubble_fragments([message], live_texts=live, oob=True),
     }
 
 

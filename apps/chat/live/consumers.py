@@ -14,25 +14,18 @@ import uuid
 
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
-from django.utils.html import escape
 
 from apps.chat import livestate
-from apps.chat.display import events
-from apps.chat.display.bubbles import render_bubbles
+from apps.chat.display import events, frames
+from apps.chat.display.bubbles import bubble_fragments
 from apps.chat.models import Thread
 from apps.chat.selectors import messages_to_sync, thread_message, threads_for_user
 
 CLOSE_UNAUTHENTICATED = 4401
 CLOSE_NOT_FOUND = 4404
 MAX_PENDING_IDS = 500
-
-
-def _append_fragment(html: str) -> str:
-    return f'<div id="transcript" hx-swap-oob="beforeend">{html}</div>'
-
-
-def _delta_fragment(message_id: str, text: str) -> str:
-    return f'<span id="msg-{message_id}-text" hx-swap-oob="beforeend">{escape(text)}</span>'
+# The last frame of a sync: the page (and tests) know the tab has caught up.
+SYNCED = '<div id="sync-state" hx-swap-oob="true" data-synced="true"></div>'
 
 
 class ThreadConsumer(AsyncWebsocketConsumer):
@@ -100,21 +93,21 @@ class ThreadConsumer(AsyncWebsocketConsumer):
                 self.seen[message_id] = events.SETTLED_SEQ
         new = [message for message in messages if message.seq > after_seq]
         shown = [message for message in messages if message.seq <= after_seq]
-        parts = []
-        if shown:
-            parts.append(
-                await database_sync_to_async(render_bubbles)(shown, live_texts=live_texts, oob=True)
-            )
-        if new:
-            html = await database_sync_to_async(render_bubbles)(new, live_texts=live_texts)
-            parts.append(_append_fragment(html))
-        parts.append('<div id="sync-state" hx-swap-oob="true" data-synced="true"></div>')
-        await self.send(text_data="".join(parts))
+        replaced = await database_sync_to_async(bubble_fragments)(
+            shown, live_texts=live_texts, oob=True
+        )
+        appended = await database_sync_to_async(bubble_fragments)(new, live_texts=live_texts)
+        await self._send_frames(frames.pack(replaced) + frames.pack(appended, appended=True))
+        await self.send(text_data=SYNCED)
+
+    async def _send_frames(self, texts: list[str]) -> None:
+        for text in texts:
+            await self.send(text_data=text)
 
     async def chat_append(self, event: dict) -> None:
         for message_id in event["messages"]:
             self.seen.setdefault(message_id, 0)
-        await self.send(text_data=_append_fragment(event["html"]))
+        await self._send_frames(frames.pack(event["fragments"], appended=True))
 
     async def chat_delta(self, event: dict) -> None:
         message_id, seq = event["message"], event["seq"]
@@ -125,18 +118,18 @@ class ThreadConsumer(AsyncWebsocketConsumer):
             await self._resync(message_id)
             return
         self.seen[message_id] = seq
-        await self.send(text_data=_delta_fragment(message_id, event["text"]))
+        await self._send_frames(frames.pack(frames.appended_text(message_id, event["text"])))
 
     async def chat_state(self, event: dict) -> None:
         message_id, seq = event["message"], event["seq"]
         if event.get("reset"):
             self.seen[message_id] = 0  # the reply runs again from the start
-            await self.send(text_data=event["html"])
+            await self._send_frames(frames.pack(event["fragments"]))
             return
         if seq <= self.seen.get(message_id, 0):
             return
         self.seen[message_id] = seq
-        await self.send(text_data=event["html"])
+        await self._send_frames(frames.pack(event["fragments"]))
 
     async def chat_html(self, event: dict) -> None:
         """A pre-rendered out-of-band fragment that is not a message (a thread's new name,
@@ -151,15 +144,16 @@ class ThreadConsumer(AsyncWebsocketConsumer):
         )
         if message is None:
             return
+        live_texts = None
         if message.in_flight and snapshot is not None:
-            html = await database_sync_to_async(render_bubbles)(
-                [message], live_texts={message_id: snapshot.text}, oob=True
-            )
+            live_texts = {message_id: snapshot.text}
             self.seen[message_id] = snapshot.seq
         else:
-            html = await database_sync_to_async(render_bubbles)([message], oob=True)
             self.seen[message_id] = events.SETTLED_SEQ
-        await self.send(text_data=html)
+        fragments = await database_sync_to_async(bubble_fragments)(
+            [message], live_texts=live_texts, oob=True
+        )
+        await self._send_frames(frames.pack(fragments))
 
     @database_sync_to_async
     def _owned_thread(self, user, public_id) -> Thread | None:

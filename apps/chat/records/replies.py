@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 
@@ -90,11 +91,15 @@ def reply_is_queued(*, message_id: int) -> bool:
     return Message.objects.filter(pk=message_id, status=MessageStatus.QUEUED).exists()
 
 
-def message_checkpoint(*, message_id: int, text: str) -> None:
-    """Persist a streaming reply's partial text so a dead worker loses nothing shown."""
-    Message.objects.filter(pk=message_id, status=MessageStatus.STREAMING).update(
-        content=[{"type": "text", "text": text}], updated_at=timezone.now()
-    )
+def replies_checkpoint(*, texts: dict[int, str]) -> None:
+    """Persist streaming replies' partial text (message pk -> text) in one transaction, so a
+    dead worker loses nothing shown."""
+    now = timezone.now()
+    with transaction.atomic():
+        for message_id, text in texts.items():
+            Message.objects.filter(pk=message_id, status=MessageStatus.STREAMING).update(
+                content=[{"type": "text", "text": text}], updated_at=now
+            )
 
 
 def reply_secret(*, message: Message) -> tuple[str, str]:

@@ -18,6 +18,7 @@ urlpatterns = [
     path("t/<uuid:thread>/rename/", views.thread_rename, name="thread_rename"),
     path("t/<uuid:thread>/clear/", views.thread_clear, name="thread_clear"),
     path("t/<uuid:thread>/export/", views.thread_export, name="thread_export"),
+    path("m/<uuid:message>/", views.message_bubble, name="message_bubble"),
     path("m/<uuid:message>/rerun/", views.message_rerun, name="message_rerun"),
     path("m/<uuid:message>/branch/", views.message_branch, name="message_branch"),
     path("m/<uuid:message>/edit/", views.message_edit, name="message_edit"),

@@ -225,6 +225,13 @@ def message_create(request, thread):
     return render(request, "chat/_composer.html", context)
 
 
+@require_GET
+def message_bubble(request, message):
+    """One bubble over HTTP: a tab fetches a message too large for a websocket frame."""
+    message = get_object_or_404(messages_for_user(user=request.user), public_id=message)
+    return HttpResponse(render_bubbles([message]))
+
+
 @require_POST
 def message_rerun(request, message):
     """Retry a failed reply or regenerate any settled one; the bubble updates over the socket."""

@@ -6,6 +6,7 @@ from collections.abc import AsyncIterator
 
 import anthropic
 
+from apps.providers.adapters.clients import client_key, client_scope
 from apps.providers.adapters.translate import to_anthropic
 from apps.providers.types import (
     RETRYABLE_STATUSES,
@@ -82,7 +83,11 @@ class AnthropicAdapter:
             # Closing the client inside the loop: left to the garbage collector, it would try
             # to close its connections after the reply's event loop has gone.
             async with (
-                _client(api_key, base_url) as client,
+                client_scope(
+                    client_key(self.kind, api_key, base_url),
+                    lambda: _client(api_key, base_url),
+                    lambda client: client.close(),
+                ) as client,
                 client.messages.stream(**to_anthropic(request)) as stream,
             ):
                 async for event in stream:

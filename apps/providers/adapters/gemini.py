@@ -8,6 +8,7 @@ from collections.abc import AsyncIterator
 from google import genai
 from google.genai import errors, types
 
+from apps.providers.adapters.clients import client_key, client_scope
 from apps.providers.adapters.translate import to_gemini_contents
 from apps.providers.types import (
     RETRYABLE_STATUSES,
@@ -89,7 +90,11 @@ class GeminiAdapter:
         finish, usage = None, Usage()
         calls: list[ToolCall] = []
         try:
-            async with _client(api_key, base_url).aio as client:  # closed inside the loop
+            async with client_scope(
+                client_key(self.kind, api_key, base_url),
+                lambda: _client(api_key, base_url).aio,
+                lambda client: client.aclose(),
+            ) as client:
                 stream = await client.models.generate_content_stream(
                     model=request.model,
                     contents=to_gemini_contents(request.messages),

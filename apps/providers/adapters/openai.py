@@ -7,6 +7,7 @@ from collections.abc import AsyncIterator
 
 import openai
 
+from apps.providers.adapters.clients import client_key, client_scope
 from apps.providers.adapters.translate import to_openai
 from apps.providers.types import (
     RETRYABLE_STATUSES,
@@ -80,38 +81,43 @@ class OpenAIAdapter:
         finish = None
         usage = Usage()
         try:
-            client = self._client(api_key, base_url)
-            stream = await client.chat.completions.create(
-                **to_openai(request),
-                max_tokens=request.max_tokens,
-                stream=True,
-                stream_options={"include_usage": True},
-            )
-            # Close the client inside the loop, not at garbage collection after it has gone.
-            async with client, stream:
-                async for chunk in stream:
-                    if chunk.usage:
-                        details = chunk.usage.prompt_tokens_details
-                        cached = (details.cached_tokens or 0) if details else 0
-                        usage = Usage(
-                            input_tokens=(chunk.usage.prompt_tokens or 0) - cached,
-                            output_tokens=chunk.usage.completion_tokens or 0,
-                            cache_read_tokens=cached,
-                        )
-                    for choice in chunk.choices:
-                        delta = choice.delta
-                        if delta and delta.content:
-                            yield TextDelta(delta.content)
-                        for call in (delta.tool_calls or []) if delta else []:
-                            entry = calls.setdefault(call.index, {"id": "", "name": "", "args": ""})
-                            if call.id:
-                                entry["id"] = call.id
-                            if call.function and call.function.name:
-                                entry["name"] = call.function.name
-                            if call.function and call.function.arguments:
-                                entry["args"] += call.function.arguments
-                        if choice.finish_reason:
-                            finish = choice.finish_reason
+            async with client_scope(
+                client_key(self.kind, api_key, base_url),
+                lambda: self._client(api_key, base_url),
+                lambda client: client.close(),
+            ) as client:
+                stream = await client.chat.completions.create(
+                    **to_openai(request),
+                    max_tokens=request.max_tokens,
+                    stream=True,
+                    stream_options={"include_usage": True},
+                )
+                async with stream:
+                    async for chunk in stream:
+                        if chunk.usage:
+                            details = chunk.usage.prompt_tokens_details
+                            cached = (details.cached_tokens or 0) if details else 0
+                            usage = Usage(
+                                input_tokens=(chunk.usage.prompt_tokens or 0) - cached,
+                                output_tokens=chunk.usage.completion_tokens or 0,
+                                cache_read_tokens=cached,
+                            )
+                        for choice in chunk.choices:
+                            delta = choice.delta
+                            if delta and delta.content:
+                                yield TextDelta(delta.content)
+                            for call in (delta.tool_calls or []) if delta else []:
+                                entry = calls.setdefault(
+                                    call.index, {"id": "", "name": "", "args": ""}
+                                )
+                                if call.id:
+                                    entry["id"] = call.id
+                                if call.function and call.function.name:
+                                    entry["name"] = call.function.name
+                                if call.function and call.function.arguments:
+                                    entry["args"] += call.function.arguments
+                            if choice.finish_reason:
+                                finish = choice.finish_reason
         except openai.APIError as exc:
             raise _error(exc, self.label) from exc
         for _, entry in sorted(calls.items()):

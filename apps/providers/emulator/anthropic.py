@@ -128,7 +128,7 @@ class AnthropicProtocol(EmulatorCore):
                 "content_block_start",
                 {"index": index, "content_block": {"type": "text", "text": ""}},
             )
-            for token in self._tokens(block_text):
+            for token in self._tokens(block_text, script):
                 if script.error_after_chars is not None and shown >= script.error_after_chars:
                     await event(
                         "error",

@@ -30,6 +30,7 @@ class Script:
     stop: str = "end"  # "end" | "max_tokens"
     ttft_ms: int = 0
     tokens_per_second: float = 0  # 0: as fast as possible
+    chunk_chars: int = 0  # characters per streamed event; 0: word-like tokens of up to 4
     status: int = 200  # an HTTP error status instead of a stream
     error_type: str = ""
     retry_after: float | None = None
@@ -136,7 +137,11 @@ class EmulatorCore:
             raise ClientGone from exc
 
     @staticmethod
-    def _tokens(text: str) -> list[str]:
+    def _tokens(text: str, script: Script) -> list[str]:
+        """The pieces a reply streams in: word-like tokens, or fixed-size chunks."""
+        if script.chunk_chars:
+            step = script.chunk_chars
+            return [text[start : start + step] for start in range(0, len(text), step)]
         return TOKEN.findall(text)
 
     async def _pace(self, script: Script, index: int, started: float) -> None:

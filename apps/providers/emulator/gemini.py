@@ -40,7 +40,7 @@ class GeminiProtocol(EmulatorCore):
             await self._write(response, f"data: {json.dumps(data)}\r\n\r\n")
 
         output, shown, started = 0, 0, time.monotonic()
-        for token in self._tokens("".join(self._texts(script))):
+        for token in self._tokens("".join(self._texts(script)), script):
             if script.error_after_chars is not None and shown >= script.error_after_chars:
                 error = {
                     "error": {

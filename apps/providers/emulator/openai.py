@@ -39,7 +39,7 @@ class OpenAIProtocol(EmulatorCore):
             [{"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": None}]
         )
         output, shown, started = 0, 0, time.monotonic()
-        for token in self._tokens("".join(self._texts(script))):
+        for token in self._tokens("".join(self._texts(script)), script):
             if script.error_after_chars is not None and shown >= script.error_after_chars:
                 error = {
                     "error": {

@@ -1,0 +1,236 @@
+"""One event loop per worker process, hosting every reply stream of the process.
+
+Celery stays the queue and the delivery guarantee: a task hands its reply to the hub and waits
+for it (so it is acknowledged only once the reply has settled). Inside the loop, the streams
+share one Redis client, the channel layer, the provider clients and a bounded pool of database
+threads, and the hub does per tick, for all of them at once, what each stream used to do on
+its own timers:
+
+- publish the text received since the last tick: one atomic Redis round trip for every tail,
+  then one group message per reply. A reply's first text goes out the moment it arrives; the
+  tick widens with the number of live streams, so CPU per stream stays bounded;
+- checkpoint partial text to the database (one transaction for every due reply);
+- renew the leases of every live reply (one round trip);
+- listen for interrupts on one Redis subscription and cancel the streams they name.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+import time
+from collections.abc import Callable, Coroutine
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, TypeVar
+
+from channels.db import database_sync_to_async
+from channels.layers import get_channel_layer
+from django.conf import settings
+
+from apps.chat import livestate
+from apps.chat.display import events
+from apps.chat.live.publisher import LiveReply
+from apps.chat.records.replies import replies_checkpoint
+from apps.providers.adapters.clients import keep_clients_for
+
+logger = logging.getLogger(__name__)
+T = TypeVar("T")
+
+# The tick stays at PARLEY_FLUSH_INTERVAL_MS up to this many live streams, then widens with
+# their number, up to MAX_TICK_STRETCH times.
+STREAMS_PER_TICK = 50
+MAX_TICK_STRETCH = 4
+MAX_NAP_SECONDS = 0.1
+RESUBSCRIBE_SECONDS = 1.0
+
+
+def in_db_thread(function: Callable[..., T]) -> Callable[..., Coroutine[Any, Any, T]]:
+    """Run a database function on the loop's bounded pool of database threads.
+
+    Not asgiref's single thread-sensitive thread: hundreds of streams would queue behind each
+    other there. The pool's size bounds the worker's database connections.
+    """
+    return database_sync_to_async(function, thread_sensitive=False)
+
+
+class StreamHub:
+    def __init__(self) -> None:
+        self.loop = asyncio.new_event_loop()
+        self.loop.set_default_executor(
+            ThreadPoolExecutor(
+                max_workers=settings.PARLEY_WORKER_DB_THREADS, thread_name_prefix="parley-db"
+            )
+        )
+        self.replies: dict[str, LiveReply] = {}  # message public id -> live reply
+        self._ready = threading.Event()
+        self._checkpointing = False
+
+    # --- from any thread ----------------------------------------------------------------------
+
+    def start(self) -> StreamHub:
+        threading.Thread(target=self._run, name="parley-streams", daemon=True).start()
+        if not self._ready.wait(10):
+            raise RuntimeError("The stream hub's event loop did not start.")
+        return self
+
+    def run(self, coroutine: Coroutine[Any, Any, T]) -> T:
+        """Run a coroutine on the hub's loop and wait for its result (from a task's thread)."""
+        return asyncio.run_coroutine_threadsafe(coroutine, self.loop).result()
+
+    def _run(self) -> None:
+        asyncio.set_event_loop(self.loop)
+        keep_clients_for(self.loop)  # provider clients live as long as this loop
+        self.loop.create_task(self._tick_forever())
+        self.loop.create_task(self._listen_for_cancels())
+        self.loop.call_soon(self._ready.set)
+        self.loop.run_forever()
+
+    # --- inside the loop ----------------------------------------------------------------------
+
+    @property
+    def redis(self):
+        return livestate.async_client()
+
+    @property
+    def layer(self):
+        return get_channel_layer()
+
+    async def attach(self, live: LiveReply) -> None:
+        """Start hosting a reply; an interrupt that came before it was hosted still counts."""
+        self.replies[live.message_id] = live
+        if await livestate.cancel_requested(self.redis, live.message_id):
+            self._cancel([live.message_id])
+
+    def detach(self, live: LiveReply) -> None:
+        self.replies.pop(live.message_id, None)
+
+    def text_arrived(self, live: LiveReply, *, first: bool) -> None:
+        """The first text of a reply goes out at once; the rest waits for the tick."""
+        if first:
+            self.loop.create_task(self.flush(live))
+
+    async def flush(self, live: LiveReply) -> None:
+        """Publish what this reply has not published yet (after any publish in progress)."""
+        async with live.publishing:
+            await self._publish([live])
+
+    async def flush_locked(self, live: LiveReply) -> None:
+        """`flush` for a caller that already holds the reply's `publishing` lock."""
+        await self._publish([live])
+
+    async def _publish(self, lives: list[LiveReply]) -> None:
+        """Append each reply's new text to its tail, then send the numbered deltas. The caller
+        holds each reply's `publishing` lock."""
+        chunks = [(live, live.unpublished) for live in lives if live.unpublished]
+        if not chunks:
+            return
+        seqs = await livestate.live_append_many(
+            self.redis, [(live.message_id, chunk) for live, chunk in chunks]
+        )
+        for live, chunk in chunks:
+            live.published += len(chunk)
+        await asyncio.gather(
+            *(
+                events.publish_delta(
+                    self.layer, group=live.group, message_id=live.message_id, seq=seq, text=chunk
+                )
+                for (live, chunk), seq in zip(chunks, seqs, strict=True)
+            )
+        )
+
+    async def _publish_due(self) -> None:
+        due = [
+            live
+            for live in self.replies.values()
+            if live.unpublished and not live.publishing.locked()
+        ]
+        for live in due:
+            await live.publishing.acquire()  # free, so this does not yield
+        try:
+            await self._publish(due)
+        finally:
+            for live in due:
+                live.publishing.release()
+
+    def tick_seconds(self) -> float:
+        stretch = min(MAX_TICK_STRETCH, max(1.0, len(self.replies) / STREAMS_PER_TICK))
+        return settings.PARLEY_FLUSH_INTERVAL_MS / 1000 * stretch
+
+    async def _tick_forever(self) -> None:
+        last_tick = last_renewal = time.monotonic()
+        while True:
+            # Short naps, so a changed interval or a crowd of new streams takes effect soon.
+            await asyncio.sleep(min(self.tick_seconds(), MAX_NAP_SECONDS))
+            now = time.monotonic()
+            if now - last_tick < self.tick_seconds():
+                continue
+            last_tick = now
+            try:
+                await self._publish_due()
+                self._checkpoint_due(now)
+                if now - last_renewal >= livestate.LEASE_RENEW_SECONDS:
+                    last_renewal = now
+                    await livestate.leases_renew(
+                        self.redis, {live.message_pk: live.lease for live in self.replies.values()}
+                    )
+            except Exception:  # a Redis or database blip must not end the ticks
+                logger.exception("The stream hub's tick failed; retrying on the next one")
+
+    def _checkpoint_due(self, now: float) -> None:
+        if self._checkpointing:
+            return  # the database is slower than the interval: skip, never pile up
+        every = settings.PARLEY_CHECKPOINT_INTERVAL_MS / 1000
+        due = [live for live in self.replies.values() if live.checkpoint_due(now, every)]
+        if due:
+            self._checkpointing = True
+            self.loop.create_task(self._checkpoint(due, now))
+
+    async def _checkpoint(self, lives: list[LiveReply], now: float) -> None:
+        texts = {live.message_pk: live.text for live in lives}
+        try:
+            await in_db_thread(replies_checkpoint)(texts=texts)
+            for live in lives:
+                live.checkpointed, live.last_checkpoint = len(texts[live.message_pk]), now
+        except Exception:
+            logger.exception("Could not checkpoint %d streaming replies", len(lives))
+        finally:
+            self._checkpointing = False
+
+    def _cancel(self, message_ids: list[str]) -> None:
+        for message_id in message_ids:
+            live = self.replies.get(message_id)
+            if live is not None and live.stream_task is not None and not live.stream_task.done():
+                live.stream_task.cancel(msg="interrupted")
+
+    async def _listen_for_cancels(self) -> None:
+        """One subscription for the whole worker; after a lost connection, the flags tell
+        which of its replies were interrupted meanwhile."""
+        while True:
+            pubsub = self.redis.pubsub()
+            try:
+                await pubsub.subscribe(livestate.CANCEL_CHANNEL)
+                self._cancel(await livestate.cancels_requested(self.redis, list(self.replies)))
+                async for item in pubsub.listen():
+                    if item.get("type") == "message":
+                        self._cancel(str(item["data"]).split())
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                logger.warning("Lost the interrupt subscription (%s); subscribing again", exc)
+                await asyncio.sleep(RESUBSCRIBE_SECONDS)
+            finally:
+                await pubsub.aclose()
+
+
+_hub: StreamHub | None = None
+_hub_lock = threading.Lock()
+
+
+def stream_hub() -> StreamHub:
+    """This process's hub, started on first use."""
+    global _hub
+    with _hub_lock:
+        if _hub is None:
+            _hub = StreamHub().start()
+        return _hub

@@ -1,0 +1,67 @@
+"""The published state of one streaming reply: received text, what has gone out, tool parts."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+from apps.chat.display import events
+from apps.chat.models import Message
+from apps.providers.types import ToolCall, ToolResult
+
+
+class LiveReply:
+    """One reply while it streams. The hub publishes its text; the engine feeds it.
+
+    `published` only moves once a chunk is in the Redis tail, so a failed publish is retried
+    with the next one and the tail never misses text.
+    """
+
+    def __init__(self, *, message: Message, lease: str) -> None:
+        self.message_pk = message.pk
+        self.message_id = str(message.public_id)
+        self.group = events.thread_group(message.thread.public_id)
+        self.lease = lease
+        self.text = ""  # everything received
+        self.parts: list[dict[str, Any]] = []  # tool calls and results between text runs
+        self.text_in_parts = 0
+        self.published = 0  # how much of `text` is in the tail and on its way to the tabs
+        self.checkpointed = 0
+        self.last_checkpoint = time.monotonic()
+        self.publishing = asyncio.Lock()  # one publish of this reply at a time, in order
+        self.stream_task: asyncio.Task | None = None  # what an interrupt cancels
+
+    def add(self, chunk: str) -> bool:
+        """Take received text; True for the reply's first text (published at once)."""
+        first = not self.text and bool(chunk)
+        self.text += chunk
+        return first
+
+    @property
+    def unpublished(self) -> str:
+        return self.text[self.published :]
+
+    def add_part(self, event: ToolCall | ToolResult) -> None:
+        if len(self.text) > self.text_in_parts:
+            self.parts.append({"type": "text", "text": self.text[self.text_in_parts :]})
+            self.text_in_parts = len(self.text)
+        part: dict[str, Any]
+        if isinstance(event, ToolCall):
+            part = {"type": "tool_call", "id": event.id, "name": event.name,
+                    "arguments": event.arguments}  # fmt: skip
+        else:
+            part = {"type": "tool_result", "tool_call_id": event.tool_call_id, "name": event.name,
+                    "content": event.content, "is_error": event.is_error}  # fmt: skip
+        self.parts.append(part)
+
+    def content(self) -> list[dict[str, Any]]:
+        """The canonical parts of the reply: text runs and tool activity in order."""
+        parts = list(self.parts)
+        tail = self.text[self.text_in_parts :].rstrip()
+        if tail:
+            parts.append({"type": "text", "text": tail})
+        return parts
+
+    def checkpoint_due(self, now: float, every: float) -> bool:
+        return self.checkpointed != len(self.text) and now - self.last_checkpoint >= every

@@ -1,0 +1,108 @@
+"""Replies and syncs too large for one websocket frame, and the first delta going out at once."""
+
+from __future__ import annotations
+
+import pytest
+from channels.db import database_sync_to_async
+from django.test import Client
+
+from apps.chat.display.frames import MAX_FRAME_BYTES
+from apps.providers.emulator import Script
+from tests.chat.tabs import Tab
+from tests.chat.test_live_streaming import open_tab, post, read_until, session_cookie, stored
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+DAPHNE_FRAME_LIMIT = 1024 * 1024
+# ~1.3 MB, with characters that grow when escaped and some that take several bytes.
+BIG_REPLY = "".join(f'Line {n}: <b>bold?</b> & "quoted" — naïve café\n' for n in range(28_000))
+
+
+def frame_sizes(tab: Tab) -> list[int]:
+    return [len(frame.encode()) for frame in tab.frames]
+
+
+def fetched_bubble(user, message) -> str:
+    client = Client()
+    client.force_login(user)
+    response = client.get(f"/m/{message.public_id}/")
+    assert response.status_code == 200
+    return response.content.decode()
+
+
+async def test_a_reply_over_a_mebibyte_reaches_an_open_and_a_reloading_tab_intact(
+    alice, bob, anthropic_thread, celery_worker, emulator
+):
+    assert len(BIG_REPLY.encode()) > 1.2 * DAPHNE_FRAME_LIMIT
+    emulator.script(
+        Script(text=BIG_REPLY, chunk_chars=20_000, tokens_per_second=15, provider="anthropic")
+    )
+    cookie = await database_sync_to_async(session_cookie)(alice)
+    open_tab_ = Tab()
+    first = await open_tab(cookie, anthropic_thread)
+    await read_until(first, open_tab_, lambda: 'id="sync-state"' in "".join(open_tab_.frames))
+    _, reply = await post(anthropic_thread, alice, "Print the long table, please.")
+    reply_id = str(reply.public_id)
+
+    # A tab that reloads mid-stream, once more text is live than one frame can hold.
+    await read_until(first, open_tab_, lambda: len(open_tab_.delta_text(reply_id)) > 700_000)
+    joining = Tab()
+    late = await open_tab(cookie, anthropic_thread, after_seq=reply.seq, pending=[reply_id])
+    await read_until(late, joining, lambda: joining.snapshots)
+    await read_until(late, joining, lambda: joining.status(reply_id) == "done", timeout=60)
+    await read_until(first, open_tab_, lambda: open_tab_.status(reply_id) == "done", timeout=60)
+    await late.disconnect()
+    await first.disconnect()
+
+    final = await stored(reply)
+    assert final.text == BIG_REPLY.rstrip()
+    # Every delta, in order, no repeat (the stored reply drops the trailing newline).
+    assert open_tab_.delta_text(reply_id).rstrip() == final.text
+    snapshot = joining.snapshots[0][1]
+    assert len(snapshot.encode()) < MAX_FRAME_BYTES < len(final.text)
+    assert (snapshot + joining.delta_text(reply_id)).rstrip() == final.text  # no gap
+    for tab in (open_tab_, joining):
+        assert max(frame_sizes(tab)) <= MAX_FRAME_BYTES + 1024 < DAPHNE_FRAME_LIMIT
+
+    # Settled, the bubble is too large for a frame: the tab fetches it over HTTP.
+    stub = f'hx-get="/m/{reply_id}/"'
+    assert stub in open_tab_.frames[-1] or any(stub in frame for frame in open_tab_.frames[-3:])
+    html = await database_sync_to_async(fetched_bubble)(alice, final)
+    assert "Line 27999" in html and "&lt;b&gt;bold?&lt;/b&gt;" in html and "<b>bold" not in html
+    client = Client()
+    await database_sync_to_async(client.force_login)(bob)
+    assert (await database_sync_to_async(client.get)(f"/m/{reply_id}/")).status_code == 404
+
+    # A tab opened afterwards, syncing from nothing, gets the stub in small frames too.
+    cold = Tab()
+    fresh = await open_tab(cookie, anthropic_thread)
+    await read_until(fresh, cold, lambda: 'id="sync-state"' in "".join(cold.frames))
+    await fresh.disconnect()
+    assert cold.status(reply_id) == "done"
+    assert any(stub in frame for frame in cold.frames)
+    assert max(frame_sizes(cold)) <= MAX_FRAME_BYTES + 1024
+
+
+async def test_the_first_text_goes_out_at_once_not_on_the_next_tick(
+    alice, anthropic_thread, celery_worker, emulator, settings
+):
+    settings.PARLEY_FLUSH_INTERVAL_MS = 60_000  # no tick during the reply
+    emulator.script(
+        Script(text="First. " + "then more " * 30, tokens_per_second=40, provider="anthropic")
+    )
+    cookie = await database_sync_to_async(session_cookie)(alice)
+    tab = Tab()
+    communicator = await open_tab(cookie, anthropic_thread)
+    await read_until(communicator, tab, lambda: 'id="sync-state"' in "".join(tab.frames))
+    _, reply = await post(anthropic_thread, alice, "hello")
+    reply_id = str(reply.public_id)
+    await read_until(communicator, tab, lambda: tab.status(reply_id) == "done")
+    await communicator.disconnect()
+
+    final = await stored(reply)
+    deltas = [text for message_id, text in tab.deltas if message_id == reply_id]
+    # The first token was published alone, the moment it arrived; the rest (no tick came)
+    # with the reply's final flush.
+    assert len(deltas) == 2
+    assert deltas[0] == "Firs"  # the emulator's first token, alone
+    assert "".join(deltas).rstrip() == final.text
