@@ -65,7 +65,7 @@ def main() -> int:
     try:
         _manage("migrate", "--noinput", env=env)
         _manage("ensure_local_user", env=env)
-        concurrency = env.get("WORKER_CONCURRENCY", "32")
+        concurrency = env.get("WORKER_CONCURRENCY", "256")
         children.append(
             subprocess.Popen(
                 [str(BIN / "celery"), "-A", "config", "worker", "--pool", "threads",

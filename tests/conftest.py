@@ -119,7 +119,7 @@ def celery_worker_session(django_db_setup, django_db_blocker):
     worker_context = start_worker(
         app,
         pool="threads",
-        concurrency=8,
+        concurrency=256,  # as in production: each task only waits on the worker's event loop
         perform_ping_check=False,
         shutdown_timeout=20,
         queues=[django_settings.CELERY_TASK_DEFAULT_QUEUE],

@@ -73,6 +73,69 @@ def transcript_messages(*, thread: Thread, before_seq: int | None = None) -> lis
     return inherited_messages(thread=thread) + list(own)
 
 
+PAGE_SIZE = 100
+
+
+@dataclass(frozen=True)
+class TranscriptPage:
+    """A window of a thread as its page shows it, oldest first: the inherited history of a
+    branch (notices left out) above the thread's own messages."""
+
+    inherited: list[Message]
+    own: list[Message]
+    earlier: Message | None  # the oldest message shown, when older ones exist: the next cursor
+
+
+def _lineage(thread: Thread) -> list[tuple[int, int | None]]:
+    """(thread id, last sequence number shown) for the thread, then each ancestor it forks
+    from, newest first."""
+    lineage: list[tuple[int, int | None]] = [(thread.pk, None)]
+    fork_id = thread.forked_from_id if thread.parent_id else None
+    while fork_id is not None:
+        thread_id, seq = Message.objects.values_list("thread_id", "seq").get(pk=fork_id)
+        lineage.append((thread_id, seq))
+        parent_id, fork_id = Thread.objects.values_list("parent_id", "forked_from_id").get(
+            pk=thread_id
+        )
+        if parent_id is None:
+            fork_id = None
+    return lineage
+
+
+def transcript_page(
+    *, thread: Thread, before: Message | None = None, size: int = PAGE_SIZE
+) -> TranscriptPage | None:
+    """The `size` latest messages of the thread's transcript, or those just before `before`;
+    None when `before` is not in this thread's transcript. A few queries whatever its length."""
+    lineage = _lineage(thread)
+    newest_first: list[tuple[bool, Message]] = []
+    wanted = size + 1  # one more than shown tells whether older ones exist
+    start = 0
+    if before is not None:
+        starts = [i for i, (thread_id, _) in enumerate(lineage) if thread_id == before.thread_id]
+        last = lineage[starts[0]][1] if starts else None
+        if not starts or (last is not None and before.seq > last):
+            return None
+        start = starts[0]
+    for index in range(start, len(lineage)):
+        thread_id, last_seq = lineage[index]
+        rows = Message.objects.filter(thread_id=thread_id).select_related("author")
+        if index > 0:
+            rows = rows.exclude(kind="notice").filter(seq__lte=last_seq)
+        if before is not None and index == start:
+            rows = rows.filter(seq__lt=before.seq)
+        found = list(rows.order_by("-seq")[: wanted - len(newest_first)])
+        newest_first += [(index == 0, message) for message in found]
+        if len(newest_first) == wanted:
+            break
+    shown = newest_first[:size][::-1]
+    return TranscriptPage(
+        inherited=[message for own, message in shown if not own],
+        own=[message for own, message in shown if own],
+        earlier=shown[0][1] if len(newest_first) > size else None,
+    )
+
+
 def inherited_messages(*, thread: Thread) -> list[Message]:
     """A branch's history from its ancestors, up to and including its fork point."""
     if thread.parent_id is None or thread.forked_from_id is None:

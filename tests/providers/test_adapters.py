@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from apps.providers.emulator import Script
@@ -173,3 +175,61 @@ async def test_an_unreachable_server_is_reported_as_such(kind):
     url = f"http://127.0.0.1:{free_port()}" + ("/v1" if kind.startswith("openai") else "")
     with pytest.raises(ProviderError, match=r"(?i)reach"):
         await get_adapter(kind).list_models(api_key="k", base_url=url)
+
+
+async def sdk_parse(emulator, req: ChatRequest) -> tuple[str, list[tuple[str, str]], Usage, str]:
+    """The same request through the openai SDK's own (model-object) stream: the reference."""
+    import openai
+
+    from apps.providers.adapters.translate import to_openai
+
+    text, calls, usage, finish = "", {}, Usage(), ""
+    async with openai.AsyncOpenAI(
+        api_key="test-key", base_url=base_url(emulator, "openai"), max_retries=0
+    ) as client:
+        stream = await client.chat.completions.create(
+            **to_openai(req), max_tokens=req.max_tokens, stream=True,
+            stream_options={"include_usage": True},
+        )  # fmt: skip
+        async for chunk in stream:
+            if chunk.usage:
+                details = chunk.usage.prompt_tokens_details
+                cached = (details.cached_tokens or 0) if details else 0
+                usage = Usage(chunk.usage.prompt_tokens - cached, chunk.usage.completion_tokens,
+                              cache_read_tokens=cached)  # fmt: skip
+            for choice in chunk.choices:
+                text += choice.delta.content or ""
+                for call in choice.delta.tool_calls or []:
+                    entry = calls.setdefault(call.index, ["", ""])
+                    entry[0] = entry[0] or (call.function.name or "")
+                    entry[1] += call.function.arguments or ""
+                finish = choice.finish_reason or finish
+    return text, [tuple(entry) for _, entry in sorted(calls.items())], usage, finish
+
+
+@pytest.mark.parametrize(
+    "script",
+    [
+        Script(text="Plain words, with **Markdown** and ünïcode — 🎬."),
+        Script(text=["Two ", "blocks."], usage={"cached_tokens": 9}),
+        Script(text="Cut short", stop="max_tokens"),
+        Script(text="", tool_calls=[{"name": "get_weather", "arguments": {"city": "Oslo"}},
+                                    {"name": "get_weather", "arguments": {"city": "Rome"}}]),
+        Script(text="x" * 5000, chunk_chars=700),
+    ],
+    ids=["text", "blocks-and-cache", "max-tokens", "two-tool-calls", "big-chunks"],
+)  # fmt: skip
+async def test_the_openai_raw_event_path_matches_the_sdks_own_parse(script, emulator):
+    """The adapter reads the SSE events itself (cheaper than a model object per chunk); what it
+    yields must be what the SDK's parse gives: text, tool calls, usage and stop reason."""
+    emulator.script(script, script)
+    req = request(tools=(WEATHER,))
+    events = await collect("openai", emulator, req)
+    text, calls, usage, finish = await sdk_parse(emulator, req)
+    assert text_of(events) == text
+    ours = [(e.name, json.dumps(e.arguments)) for e in events if isinstance(e, ToolCall)]
+    assert ours == [(name, json.dumps(json.loads(args))) for name, args in calls]
+    assert next(e for e in events if isinstance(e, Usage)) == usage
+    stop = events[-1]
+    assert isinstance(stop, Stop)
+    assert stop.reason == {"stop": "end", "length": "max_tokens", "tool_calls": "tool_use"}[finish]

@@ -14,6 +14,7 @@ urlpatterns = [
     path("s/<uuid:session>/settings/", views.session_settings, name="session_settings"),
     path("t/<uuid:thread>/", views.thread_detail, name="thread_detail"),
     path("t/<uuid:thread>/messages/", views.message_create, name="message_create"),
+    path("t/<uuid:thread>/earlier/", views.thread_earlier, name="thread_earlier"),
     path("t/<uuid:thread>/interrupt/", views.thread_interrupt, name="thread_interrupt"),
     path("t/<uuid:thread>/rename/", views.thread_rename, name="thread_rename"),
     path("t/<uuid:thread>/clear/", views.thread_clear, name="thread_clear"),

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import uuid
+
 from django.core.exceptions import ValidationError
 from django.http import HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
@@ -14,13 +16,12 @@ from apps.chat.display.bubbles import render_bubbles, session_controls_context
 from apps.chat.models import Session
 from apps.chat.records import sessions, threads
 from apps.chat.selectors import (
-    inherited_messages,
     messages_for_user,
     sessions_for_user,
     thread_in_flight_for_session,
-    thread_messages,
     thread_tree,
     threads_for_user,
+    transcript_page,
 )
 from apps.chat.web.exports import export_json, export_markdown
 from apps.chat.web.forms import (
@@ -124,16 +125,38 @@ def chat_context(*, session, thread) -> dict:
 def thread_detail(request, thread):
     thread = get_object_or_404(threads_for_user(user=request.user), public_id=thread)
     session = thread.session
-    own = list(thread_messages(thread=thread).select_related("author"))
-    inherited = inherited_messages(thread=thread)
+    page = transcript_page(thread=thread)
     context = {
         **chat_context(session=session, thread=thread),
+        **_page_context(thread, page),
         "tree": thread_tree(session=session),
-        "inherited_html": render_bubbles(inherited, inherited=True),
-        "messages_html": render_bubbles(own),
         "form": MessageForm(),
     }
     return render(request, "chat/thread.html", context)
+
+
+@require_GET
+def thread_earlier(request, thread):
+    """The messages just before the oldest one a page shows (it asks as the reader scrolls up)."""
+    thread = get_object_or_404(threads_for_user(user=request.user), public_id=thread)
+    try:
+        before_id = uuid.UUID(request.GET.get("before", ""))
+    except ValueError:
+        return HttpResponse("Say which message to load the earlier ones before.", status=400)
+    before = messages_for_user(user=request.user).filter(public_id=before_id).first()
+    page = transcript_page(thread=thread, before=before) if before is not None else None
+    if page is None:
+        return HttpResponse("That message is not in this thread.", status=404)
+    return render(request, "chat/_earlier.html", _page_context(thread, page))
+
+
+def _page_context(thread, page) -> dict:
+    return {
+        "thread": thread,
+        "earlier": page.earlier,
+        "inherited_html": render_bubbles(page.inherited, inherited=True),
+        "messages_html": render_bubbles(page.own),
+    }
 
 
 @require_POST

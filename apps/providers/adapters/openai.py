@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator
+from typing import Any
 
+import httpx2
 import openai
 
 from apps.providers.adapters.clients import client_key, client_scope
@@ -60,6 +62,48 @@ def _error(exc: Exception, label: str) -> ProviderError:
     raise exc
 
 
+def _collect_call(calls: dict[int, dict], call: dict[str, Any]) -> None:
+    """Tool calls arrive in pieces: an id and a name, then the arguments a fragment at a time."""
+    entry = calls.setdefault(call.get("index", 0), {"id": "", "name": "", "args": ""})
+    function = call.get("function") or {}
+    if call.get("id"):
+        entry["id"] = call["id"]
+    if function.get("name"):
+        entry["name"] = function["name"]
+    if function.get("arguments"):
+        entry["args"] += function["arguments"]
+
+
+def _usage(raw: dict[str, Any]) -> Usage:
+    cached = (raw.get("prompt_tokens_details") or {}).get("cached_tokens") or 0
+    return Usage(
+        input_tokens=(raw.get("prompt_tokens") or 0) - cached,
+        output_tokens=raw.get("completion_tokens") or 0,
+        cache_read_tokens=cached,
+    )
+
+
+async def _events(response) -> AsyncIterator[dict[str, Any]]:
+    """The JSON objects of a chat-completions SSE stream, until `[DONE]`.
+
+    The SDK's own stream builds a model object per chunk (about ten times the cost of this on
+    the hot path); the SDK still makes the request: auth, base URL, HTTP errors.
+    """
+    async for line in response.iter_lines():
+        if not line.startswith("data:"):
+            continue  # blank separators, comments, `event:` lines
+        data = line[5:].strip()
+        if data == "[DONE]":
+            return
+        chunk = json.loads(data)
+        if chunk.get("error"):
+            error = chunk["error"] if isinstance(chunk["error"], dict) else {}
+            raise openai.APIError(
+                str(error.get("message") or chunk["error"]), response.http_request, body=error
+            )
+        yield chunk
+
+
 class OpenAIAdapter:
     kind = "openai"
     label = "OpenAI"
@@ -81,45 +125,35 @@ class OpenAIAdapter:
         finish = None
         usage = Usage()
         try:
-            async with client_scope(
-                client_key(self.kind, api_key, base_url),
-                lambda: self._client(api_key, base_url),
-                lambda client: client.close(),
-            ) as client:
-                stream = await client.chat.completions.create(
+            async with (
+                client_scope(
+                    client_key(self.kind, api_key, base_url),
+                    lambda: self._client(api_key, base_url),
+                    lambda client: client.close(),
+                ) as client,
+                client.chat.completions.with_streaming_response.create(
                     **to_openai(request),
                     max_tokens=request.max_tokens,
                     stream=True,
                     stream_options={"include_usage": True},
-                )
-                async with stream:
-                    async for chunk in stream:
-                        if chunk.usage:
-                            details = chunk.usage.prompt_tokens_details
-                            cached = (details.cached_tokens or 0) if details else 0
-                            usage = Usage(
-                                input_tokens=(chunk.usage.prompt_tokens or 0) - cached,
-                                output_tokens=chunk.usage.completion_tokens or 0,
-                                cache_read_tokens=cached,
-                            )
-                        for choice in chunk.choices:
-                            delta = choice.delta
-                            if delta and delta.content:
-                                yield TextDelta(delta.content)
-                            for call in (delta.tool_calls or []) if delta else []:
-                                entry = calls.setdefault(
-                                    call.index, {"id": "", "name": "", "args": ""}
-                                )
-                                if call.id:
-                                    entry["id"] = call.id
-                                if call.function and call.function.name:
-                                    entry["name"] = call.function.name
-                                if call.function and call.function.arguments:
-                                    entry["args"] += call.function.arguments
-                            if choice.finish_reason:
-                                finish = choice.finish_reason
+                ) as response,
+            ):
+                async for chunk in _events(response):
+                    if chunk.get("usage"):
+                        usage = _usage(chunk["usage"])
+                    for choice in chunk.get("choices") or []:
+                        delta = choice.get("delta") or {}
+                        if delta.get("content"):
+                            yield TextDelta(delta["content"])
+                        for call in delta.get("tool_calls") or []:
+                            _collect_call(calls, call)
+                        finish = choice.get("finish_reason") or finish
         except openai.APIError as exc:
             raise _error(exc, self.label) from exc
+        except httpx2.TimeoutException as exc:
+            raise _error(openai.APITimeoutError(exc.request), self.label) from exc
+        except httpx2.TransportError as exc:
+            raise _error(openai.APIConnectionError(request=exc.request), self.label) from exc
         for _, entry in sorted(calls.items()):
             try:
                 arguments = json.loads(entry["args"] or "{}")
