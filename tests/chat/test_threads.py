@@ -9,7 +9,7 @@ from apps.chat.council.posting import message_edit, message_post
 from apps.chat.models import Message, MessageStatus, Thread
 from apps.chat.records.naming import thread_name, unique_name
 from apps.chat.records.threads import thread_branch, thread_create
-from apps.chat.selectors import session_usage, thread_tree, transcript_messages
+from apps.chat.selectors import PAGE_SIZE, session_usage, thread_tree, transcript_messages
 from apps.chat.web.forms import SessionSettingsForm
 from apps.providers.selectors import credentials_for_user
 from apps.roles.models import Role
@@ -200,4 +200,8 @@ def test_the_thread_page_does_not_query_per_message(alice_thread, django_assert_
         with django_assert_max_num_queries(25):
             response = client.get(url)
         assert response.status_code == 200
-    assert response.content.decode().count("<article") == 25 * 7
+    # 25 × 7 messages in the branch's history: the page shows the latest PAGE_SIZE, and a link
+    # that loads the earlier ones as the reader scrolls up.
+    html = response.content.decode()
+    assert html.count("<article") == PAGE_SIZE < 25 * 7
+    assert 'id="earlier"' in html
