@@ -200,7 +200,7 @@ def test_the_thread_page_does_not_query_per_message(alice_thread, django_assert_
         with django_assert_max_num_queries(25):
             response = client.get(url)
         assert response.status_code == 200
-    # 25 × 7 messages in the branch's history: the page shows the latest PAGE_SIZE, and a link
+    # 25 x 7 messages in the branch's history: the page shows the latest PAGE_SIZE, and a link
     # that loads the earlier ones as the reader scrolls up.
     html = response.content.decode()
     assert html.count("<article") == PAGE_SIZE < 25 * 7
