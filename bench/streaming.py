@@ -136,6 +136,7 @@ class Parley:
         self.url = f"http://127.0.0.1:{self.port}"
         env = {k: v for k, v in os.environ.items() if k not in {"REDIS_URL", "DATABASE_URL"}}
         env.update(PORT=str(self.port), PARLEY_VAR_DIR=str(workdir), PYTHONUNBUFFERED="1")
+        env["DEBUG"] = "false"  # as deployed: no per-query debug log, no template reloads
         env["DJANGO_SETTINGS_MODULE"] = "config.settings"
         self.env = env
         self.log = (workdir / "launcher.log").open("w+")

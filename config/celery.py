@@ -57,4 +57,7 @@ def start_recovery(**kwargs) -> None:
 
 @worker_shutdown.connect
 def stop_recovery(**kwargs) -> None:
+    from apps.chat.live.hub import stream_hub_stop
+
     _sweeps_stop.set()
+    stream_hub_stop()

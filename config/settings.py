@@ -113,6 +113,10 @@ def _database() -> dict[str, Any]:
         }
         # A file, not memory, so worker and server threads share it; one per test process.
         config["TEST"] = {"NAME": str(VAR_DIR / f"test-parley-{os.getpid()}.sqlite3")}
+        if "DB_CONN_MAX_AGE" not in os.environ:
+            # Opening a SQLite file costs more than most queries (and the init pragmas run on
+            # every open): each thread keeps its connection.
+            config["CONN_MAX_AGE"] = None
     elif config["ENGINE"] == "django.db.backends.postgresql":
         # A bounded pool per process: a worker's hundreds of streams share a few connections
         # (its database threads), far below PostgreSQL's max_connections. The pool, not

@@ -61,6 +61,9 @@ async def stored(message) -> Message:
 async def test_deltas_arrive_in_order_and_the_stored_text_is_their_concatenation(
     alice, alice_thread, celery_worker, fast_demo
 ):
+    # About a second of streaming at a 20 ms flush interval: many deltas even if the loop
+    # stalls once (a cold worker compiles templates and opens connections on its first reply).
+    fast_demo.PARLEY_DEMO_TOKENS_PER_SECOND = 200
     cookie = await database_sync_to_async(session_cookie)(alice)
     tab = Tab()
     communicator = await open_tab(cookie, alice_thread)

@@ -65,6 +65,7 @@ class StreamHub:
         self.replies: dict[str, LiveReply] = {}  # message public id -> live reply
         self._ready = threading.Event()
         self._checkpointing = False
+        self._services: list[asyncio.Task] = []
 
     # --- from any thread ----------------------------------------------------------------------
 
@@ -78,11 +79,24 @@ class StreamHub:
         """Run a coroutine on the hub's loop and wait for its result (from a task's thread)."""
         return asyncio.run_coroutine_threadsafe(coroutine, self.loop).result()
 
+    def stop(self) -> None:
+        """End the hub's own work and its loop (the worker is shutting down: no task waits)."""
+
+        async def wind_down() -> None:
+            for service in self._services:
+                service.cancel()
+            await asyncio.gather(*self._services, return_exceptions=True)
+            self.loop.stop()
+
+        asyncio.run_coroutine_threadsafe(wind_down(), self.loop)
+
     def _run(self) -> None:
         asyncio.set_event_loop(self.loop)
         keep_clients_for(self.loop)  # provider clients live as long as this loop
-        self.loop.create_task(self._tick_forever())
-        self.loop.create_task(self._listen_for_cancels())
+        self._services = [
+            self.loop.create_task(self._tick_forever()),
+            self.loop.create_task(self._listen_for_cancels()),
+        ]
         self.loop.call_soon(self._ready.set)
         self.loop.run_forever()
 
@@ -160,12 +174,13 @@ class StreamHub:
     async def _tick_forever(self) -> None:
         last_tick = last_renewal = time.monotonic()
         while True:
-            # Short naps, so a changed interval or a crowd of new streams takes effect soon.
-            await asyncio.sleep(min(self.tick_seconds(), MAX_NAP_SECONDS))
-            now = time.monotonic()
-            if now - last_tick < self.tick_seconds():
+            # Nap until the next tick is due, never long: a changed interval or a crowd of new
+            # streams takes effect soon.
+            wait = last_tick + self.tick_seconds() - time.monotonic()
+            if wait > 0:
+                await asyncio.sleep(min(wait, MAX_NAP_SECONDS))
                 continue
-            last_tick = now
+            now = last_tick = time.monotonic()
             try:
                 await self._publish_due()
                 self._checkpoint_due(now)
@@ -225,6 +240,15 @@ class StreamHub:
 
 _hub: StreamHub | None = None
 _hub_lock = threading.Lock()
+
+
+def stream_hub_stop() -> None:
+    """Stop this process's hub, if it was started (at worker shutdown)."""
+    global _hub
+    with _hub_lock:
+        if _hub is not None:
+            _hub.stop()
+            _hub = None
 
 
 def stream_hub() -> StreamHub:

@@ -17,6 +17,7 @@ from apps.chat.models import Session
 from apps.chat.records import sessions, threads
 from apps.chat.selectors import (
     messages_for_user,
+    session_links,
     sessions_for_user,
     thread_in_flight_for_session,
     thread_tree,
@@ -119,6 +120,12 @@ def session_settings(request, session):
 def chat_context(*, session, thread) -> dict:
     """What the composer, the role picker and the summary strip show."""
     return {**session_controls_context(session), "thread": thread}
+
+
+def composer_context(*, session, thread) -> dict:
+    """What the composer shows (its role picker and addressing line; not the summary strip,
+    whose totals cost a query over the whole session, on every message sent)."""
+    return {"session": session, "links": session_links(session=session), "thread": thread}
 
 
 @require_GET
@@ -231,7 +238,7 @@ def message_create(request, thread):
     except ValidationError as exc:
         # Keep what the person typed: an error never loses their words.
         context = {
-            **chat_context(session=thread.session, thread=thread),
+            **composer_context(session=thread.session, thread=thread),
             "form": form,
             "error": " ".join(exc.messages),
         }
@@ -241,7 +248,7 @@ def message_create(request, thread):
         url = reverse("chat:thread_detail", kwargs={"thread": target.public_id})
         return HttpResponseClientRedirect(url) if request.htmx else redirect(url)
     context = {
-        **chat_context(session=Session.objects.get(pk=thread.session_id), thread=thread),
+        **composer_context(session=Session.objects.get(pk=thread.session_id), thread=thread),
         "form": MessageForm(),
         "appended_html": render_bubbles(posted.messages),
     }
