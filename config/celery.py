@@ -57,7 +57,12 @@ def start_recovery(**kwargs) -> None:
 
 @worker_shutdown.connect
 def stop_recovery(**kwargs) -> None:
+    _sweeps_stop.set()
+
+
+@worker_shutdown.connect
+def stop_stream_hub(**kwargs) -> None:
+    """The tasks have finished by now: end the event loop that hosted their streams."""
     from apps.chat.live.hub import stream_hub_stop
 
-    _sweeps_stop.set()
     stream_hub_stop()
