@@ -218,6 +218,13 @@ async def browser_login(http: aiohttp.ClientSession, parley: Parley, user: str, 
 
 
 async def run_stream(http, parley: Parley, stream: Stream, start: asyncio.Event, csrf: str):
+    try:
+        await _run_stream(http, parley, stream, start, csrf)
+    except (aiohttp.ClientError, TypeError) as exc:  # a closed socket counts as an error
+        stream.status = f"{type(exc).__name__}: {exc}"
+
+
+async def _run_stream(http, parley: Parley, stream: Stream, start: asyncio.Event, csrf: str):
     ws_url = parley.url.replace("http", "ws") + f"/ws/threads/{stream.thread_id}/"
     async with http.ws_connect(ws_url, headers={"Origin": parley.url}, max_msg_size=0) as ws:
         await ws.send_str(json.dumps({"type": "sync", "after_seq": 0, "pending": []}))
@@ -358,6 +365,9 @@ async def main_async(args) -> None:
                     print(table([result], args.tokens).splitlines()[2], flush=True)
             print()
             print(table(results, args.tokens))
+            problems = sorted({line for line in parley.output().splitlines() if "Error" in line})
+            if problems:
+                print("\nErrors the server logged (first 10 kinds):", *problems[:10], sep="\n")
         finally:
             parley.stop()
             emulator.stop()

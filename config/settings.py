@@ -134,6 +134,8 @@ DATABASES = {"default": _database()}
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 REDIS_URL = env_redis_url("REDIS_URL", "redis://127.0.0.1:6379/0")
+# Connections per process and pool (the channel layer's, the live state's).
+PARLEY_REDIS_MAX_CONNECTIONS = env_int("PARLEY_REDIS_MAX_CONNECTIONS", 1000, minimum=10)
 
 CHANNEL_LAYERS = {
     "default": {
@@ -141,7 +143,15 @@ CHANNEL_LAYERS = {
         "CONFIG": {
             # redis-py 8 defaults to a 5 s socket timeout, the same as channels-redis's 5 s
             # BZPOPMIN wait: an idle tab's read then times out and kills its consumer.
-            "hosts": [{"address": REDIS_URL, "socket_timeout": 30}],
+            # redis-py's pools refuse a 101st connection; hundreds of tabs joining their groups
+            # at once need more (Redis itself takes 10,000 clients).
+            "hosts": [
+                {
+                    "address": REDIS_URL,
+                    "socket_timeout": 30,
+                    "max_connections": PARLEY_REDIS_MAX_CONNECTIONS,
+                }
+            ],
             # The default capacity of 100 silently drops group messages during a fast stream.
             "capacity": 1500,
             "expiry": 60,

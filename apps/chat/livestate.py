@@ -104,7 +104,11 @@ def async_client() -> aioredis.Redis:
     loop = asyncio.get_running_loop()
     client = _async_clients.get(loop)
     if client is None:
-        client = aioredis.Redis.from_url(settings.REDIS_URL, decode_responses=True)
+        client = aioredis.Redis.from_url(
+            settings.REDIS_URL,
+            decode_responses=True,
+            max_connections=settings.PARLEY_REDIS_MAX_CONNECTIONS,
+        )
         _async_clients[loop] = client
     return client
 
