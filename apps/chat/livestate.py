@@ -62,10 +62,6 @@ async def lease_acquire(client: aioredis.Redis, message_pk: int, owner: str) -> 
     return bool(await client.set(_lease_key(message_pk), owner, nx=True, ex=LEASE_TTL_SECONDS))
 
 
-async def lease_renew(client: aioredis.Redis, message_pk: int, owner: str) -> None:
-    await client.eval(_RENEW_IF_OWNER, 1, _lease_key(message_pk), owner, LEASE_TTL_SECONDS)
-
-
 async def lease_release(client: aioredis.Redis, message_pk: int, owner: str) -> None:
     await client.eval(_RELEASE_IF_OWNER, 1, _lease_key(message_pk), owner)
 
@@ -111,11 +107,6 @@ def async_client() -> aioredis.Redis:
         )
         _async_clients[loop] = client
     return client
-
-
-def redis_for_task() -> aioredis.Redis:
-    """A client owned by one short asyncio program (use as `async with`)."""
-    return aioredis.Redis.from_url(settings.REDIS_URL, decode_responses=True)
 
 
 def sync_client() -> redis.Redis:

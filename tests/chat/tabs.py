@@ -50,6 +50,11 @@ class Tab:
                 self.snapshots.append((match["id"], text))
             self.bubbles[match["id"]] = Bubble(status=status, text=text)
 
+    @property
+    def synced(self) -> bool:
+        """The server has sent everything the tab lacked when it (re)connected."""
+        return any('id="sync-state"' in frame for frame in self.frames)
+
     def status(self, message_id: str) -> str | None:
         bubble = self.bubbles.get(message_id)
         return bubble.status if bubble else None

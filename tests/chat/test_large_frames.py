@@ -40,7 +40,7 @@ async def test_a_reply_over_a_mebibyte_reaches_an_open_and_a_reloading_tab_intac
     cookie = await database_sync_to_async(session_cookie)(alice)
     open_tab_ = Tab()
     first = await open_tab(cookie, anthropic_thread)
-    await read_until(first, open_tab_, lambda: 'id="sync-state"' in "".join(open_tab_.frames))
+    await read_until(first, open_tab_, lambda: open_tab_.synced)
     _, reply = await post(anthropic_thread, alice, "Print the long table, please.")
     reply_id = str(reply.public_id)
 
@@ -76,7 +76,7 @@ async def test_a_reply_over_a_mebibyte_reaches_an_open_and_a_reloading_tab_intac
     # A tab opened afterwards, syncing from nothing, gets the stub in small frames too.
     cold = Tab()
     fresh = await open_tab(cookie, anthropic_thread)
-    await read_until(fresh, cold, lambda: 'id="sync-state"' in "".join(cold.frames))
+    await read_until(fresh, cold, lambda: cold.synced)
     await fresh.disconnect()
     assert cold.status(reply_id) == "done"
     assert any(stub in frame for frame in cold.frames)
@@ -93,7 +93,7 @@ async def test_the_first_text_goes_out_at_once_not_on_the_next_tick(
     cookie = await database_sync_to_async(session_cookie)(alice)
     tab = Tab()
     communicator = await open_tab(cookie, anthropic_thread)
-    await read_until(communicator, tab, lambda: 'id="sync-state"' in "".join(tab.frames))
+    await read_until(communicator, tab, lambda: tab.synced)
     _, reply = await post(anthropic_thread, alice, "hello")
     reply_id = str(reply.public_id)
     await read_until(communicator, tab, lambda: tab.status(reply_id) == "done")

@@ -67,7 +67,7 @@ async def test_deltas_arrive_in_order_and_the_stored_text_is_their_concatenation
     cookie = await database_sync_to_async(session_cookie)(alice)
     tab = Tab()
     communicator = await open_tab(cookie, alice_thread)
-    await read_until(communicator, tab, lambda: 'id="sync-state"' in "".join(tab.frames))
+    await read_until(communicator, tab, lambda: tab.synced)
     _, reply = await post(alice_thread, alice, "Walk me through the **live path**")
     reply_id = str(reply.public_id)
     await read_until(communicator, tab, lambda: tab.status(reply_id) == "done")
@@ -227,7 +227,7 @@ async def test_every_tab_on_the_session_sees_mutes_sticky_role_and_renames(
         await database_sync_to_async(session_cookie)(bob), bob_session.active_thread
     )
     for socket, tab in ((alice_socket, alice_tab), (bob_socket, bob_tab)):
-        await read_until(socket, tab, lambda tab=tab: 'id="sync-state"' in "".join(tab.frames))
+        await read_until(socket, tab, lambda tab=tab: tab.synced)
 
     await database_sync_to_async(message_post)(
         thread=alice_thread, author=alice, text="/mute @sound_designer"

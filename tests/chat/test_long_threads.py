@@ -140,14 +140,14 @@ async def test_a_tab_syncs_a_five_thousand_message_thread_in_frames_under_the_li
     # A page showing the latest messages asks only for what follows them: nothing.
     tab = Tab()
     communicator = await open_tab(cookie, alice_thread, after_seq=5_000)
-    await read_until(communicator, tab, lambda: 'id="sync-state"' in "".join(tab.frames))
+    await read_until(communicator, tab, lambda: tab.synced)
     await communicator.disconnect()
     assert tab.bubbles == {}
 
     # A tab that shows nothing at all gets every message, in frames daphne accepts.
     empty = Tab()
     communicator = await open_tab(cookie, alice_thread, after_seq=0)
-    await read_until(communicator, empty, lambda: 'id="sync-state"' in "".join(empty.frames), 60)
+    await read_until(communicator, empty, lambda: empty.synced, 60)
     await communicator.disconnect()
     assert len(empty.bubbles) == 5_000
     assert max(len(frame.encode()) for frame in empty.frames) <= MAX_FRAME_BYTES + 1024

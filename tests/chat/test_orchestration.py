@@ -347,17 +347,22 @@ def test_a_stalled_turn_starts_its_next_stage(alice, alice_thread, celery_worker
 
 def test_a_lease_is_renewed_and_released_only_by_its_owner():
     async def scenario():
-        async with livestate.redis_for_task() as redis:
+        redis = livestate.async_client()
+        try:
             assert await livestate.lease_acquire(redis, 424242, "run-a")
             assert not await livestate.lease_acquire(redis, 424242, "run-b")
             await livestate.lease_release(redis, 424242, "run-b")  # not b's to release
             assert livestate.leases_held([424242, 7]) == {424242}
             await redis.expire(f"{livestate.PREFIX}:lease:424242", 2)
-            await livestate.lease_renew(redis, 424242, "run-b")  # not b's to renew
+            # The worker's hub renews every lease it holds in one round trip.
+            await livestate.leases_renew(redis, {424242: "run-b"})  # not b's to renew
             assert await redis.ttl(f"{livestate.PREFIX}:lease:424242") <= 2
-            await livestate.lease_renew(redis, 424242, "run-a")
+            await livestate.leases_renew(redis, {424242: "run-a", 7: "run-c"})
             assert await redis.ttl(f"{livestate.PREFIX}:lease:424242") > 2
+            assert livestate.leases_held([7]) == set()  # renewing never takes a lease
             await livestate.lease_release(redis, 424242, "run-a")
             assert livestate.leases_held([424242]) == set()
+        finally:
+            await redis.aclose()
 
     asyncio.run(scenario())

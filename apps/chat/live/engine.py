@@ -158,9 +158,12 @@ async def _stream_claimed(hub: StreamHub, message: Message, lease: str) -> None:
         hub.detach(live)
 
     await hub.flush(live)
-    await _settle(hub, live, message, status=status, error=error, usage=usage.as_dict(), ttft_ms=(
-        int((first_token_at - started) * 1000) if first_token_at else None
-    ), duration_ms=int((time.monotonic() - started) * 1000))  # fmt: skip
+    ttft_ms = int((first_token_at - started) * 1000) if first_token_at else None
+    duration_ms = int((time.monotonic() - started) * 1000)
+    await _settle(
+        hub, live, message, status=status, error=error, usage=usage.as_dict(),
+        ttft_ms=ttft_ms, duration_ms=duration_ms,
+    )  # fmt: skip
 
 
 async def _settle(

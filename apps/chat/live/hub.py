@@ -66,6 +66,7 @@ class StreamHub:
         self._ready = threading.Event()
         self._checkpointing = False
         self._services: list[asyncio.Task] = []
+        self._errands: set[asyncio.Task] = set()  # one-off tasks, referenced until they end
 
     # --- from any thread ----------------------------------------------------------------------
 
@@ -122,7 +123,20 @@ class StreamHub:
     def text_arrived(self, live: LiveReply, *, first: bool) -> None:
         """The first text of a reply goes out at once; the rest waits for the tick."""
         if first:
-            self.loop.create_task(self.flush(live))
+            self._run_errand(self.flush(live), "publish the first text of a reply")
+
+    def _run_errand(self, coroutine: Coroutine[Any, Any, None], what: str) -> None:
+        """A task the loop must not lose: the event loop keeps only weak references to tasks,
+        and a failure is logged rather than left unretrieved (the next tick retries)."""
+        errand = self.loop.create_task(coroutine)
+        self._errands.add(errand)
+
+        def done(task: asyncio.Task) -> None:
+            self._errands.discard(task)
+            if not task.cancelled() and task.exception() is not None:
+                logger.error("Could not %s", what, exc_info=task.exception())
+
+        errand.add_done_callback(done)
 
     async def flush(self, live: LiveReply) -> None:
         """Publish what this reply has not published yet (after any publish in progress)."""
@@ -199,7 +213,7 @@ class StreamHub:
         due = [live for live in self.replies.values() if live.checkpoint_due(now, every)]
         if due:
             self._checkpointing = True
-            self.loop.create_task(self._checkpoint(due, now))
+            self._run_errand(self._checkpoint(due, now), "checkpoint streaming replies")
 
     async def _checkpoint(self, lives: list[LiveReply], now: float) -> None:
         texts = {live.message_pk: live.text for live in lives}
