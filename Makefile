@@ -47,6 +47,7 @@ test: setup browser lint
 # Benchmarks print ratios measured side by side in one run (see bench/).
 bench: setup
 	$(PY) -m bench.cache_layout
+	$(PY) -m bench.long_threads
 	$(PY) -m bench.streaming
 
 clean:

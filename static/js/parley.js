@@ -46,6 +46,20 @@
     });
   });
 
+  // Earlier messages arrive above what the reader is looking at: keep that message where it
+  // was on screen (browsers do not anchor a page scrolled to its very top).
+  let readingAnchor = null;
+  document.addEventListener("htmx:beforeSwap", function (evt) {
+    if (evt.detail.elt.id !== "earlier") return;
+    const first = document.querySelector("article.msg");
+    readingAnchor = first && { el: first, top: first.getBoundingClientRect().top };
+  });
+  document.addEventListener("htmx:afterSettle", function () {
+    if (!readingAnchor) return;
+    window.scrollBy(0, readingAnchor.el.getBoundingClientRect().top - readingAnchor.top);
+    readingAnchor = null;
+  });
+
   // Another tab made a thread: the pushed tree replaces ours and this page marks its own
   // thread. While a rename is open in the tree, the new tree waits until the rename closes.
   let pendingTree = null;
@@ -324,10 +338,15 @@
     area.setSelectionRange(area.value.length, area.value.length);
   });
 
-  document.addEventListener("DOMContentLoaded", function () {
+  function openAtLatest() {
     stickToBottom = true;
     followIfSticking();
     const area = document.getElementById("composer-text");
     if (area) { grow(area); area.focus(); }
-  });
+  }
+  // This deferred script runs once the page is parsed but before htmx processes it: start
+  // at the latest message now, or the "earlier messages" marker at the top would count as
+  // scrolled to and load a page nobody asked for.
+  openAtLatest();
+  document.addEventListener("DOMContentLoaded", openAtLatest);
 })();

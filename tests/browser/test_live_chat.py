@@ -7,6 +7,7 @@ from playwright.sync_api import expect
 
 from apps.chat.models import Message, MessageStatus
 from apps.chat.records.sessions import session_create
+from bench.long_threads import thread_fill
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -78,3 +79,28 @@ def test_a_stranger_cannot_open_someone_elses_thread(page, alice, bob, roles):
     log_in(page, "bob")
     response = page.goto(f"/t/{session.active_thread.public_id}/")
     assert response.status == 404
+
+
+def test_scrolling_up_a_long_thread_loads_earlier_messages_in_order_and_keeps_the_place(
+    page, alice, roles
+):
+    session = session_create(owner=alice, name="Long")
+    thread_fill(session.active_thread, 250)
+    log_in(page)
+    page.goto(f"/t/{session.active_thread.public_id}/")
+    articles = page.locator("#transcript article.msg")
+    expect(articles).to_have_count(100)
+    expect(articles.last).to_contain_text("Message number 250.")
+
+    for shown in (200, 250):
+        reading = articles.first
+        reading_id = reading.get_attribute("id")
+        page.evaluate("window.scrollTo({top: 0})")
+        expect(articles).to_have_count(shown)
+        # The reader keeps their place: the message they were reading is still in view.
+        expect(page.locator(f"#{reading_id}")).to_be_in_viewport()
+
+    seqs = [int(seq) for seq in articles.evaluate_all("els => els.map(e => e.dataset.seq)")]
+    assert seqs == list(range(1, 251))
+    page.evaluate("window.scrollTo({top: 0})")
+    expect(page.locator("#earlier")).to_have_count(0)  # nothing before the first message

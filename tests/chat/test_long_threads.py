@@ -7,39 +7,16 @@ import re
 
 import pytest
 from channels.db import database_sync_to_async
-from django.db.models import F
 
 from apps.chat.display.frames import MAX_FRAME_BYTES
-from apps.chat.models import Message, MessageKind, MessageStatus, Thread
+from apps.chat.models import Message
 from apps.chat.records.threads import thread_branch
 from apps.chat.selectors import PAGE_SIZE, transcript_messages, transcript_page
+from bench.long_threads import thread_fill as fill
 from tests.chat.tabs import Tab
 from tests.chat.test_live_streaming import open_tab, read_until, session_cookie
 
 ARTICLE_SEQ = re.compile(r'<article id="(?:inherited-)?msg-[0-9a-f-]{36}"[^>]*data-seq="(\d+)"')
-
-
-def fill(thread: Thread, count: int, *, notices_every: int = 0) -> list[Message]:
-    """`count` settled messages, alternating the person and the assistant (and a notice now
-    and then), written in one go as a long-lived thread would hold them."""
-    start = thread.next_seq
-    rows = []
-    for n in range(count):
-        notice = notices_every and n % notices_every == notices_every - 1
-        rows.append(
-            Message(
-                thread=thread,
-                seq=start + n,
-                speaker="parley" if notice else ("user" if n % 2 == 0 else "assistant"),
-                kind=MessageKind.NOTICE if notice else MessageKind.CHAT,
-                content=[{"type": "text", "text": f"Message number {start + n}."}],
-                status=MessageStatus.DONE,
-            )
-        )
-    Message.objects.bulk_create(rows, batch_size=1000)
-    Thread.objects.filter(pk=thread.pk).update(next_seq=F("next_seq") + count)
-    thread.refresh_from_db()
-    return list(Message.objects.filter(thread=thread, seq__gte=start).order_by("seq"))
 
 
 def seqs_in(html: str) -> list[int]:
