@@ -220,7 +220,9 @@ PARLEY_WORKER_DB_THREADS = env_int("PARLEY_WORKER_DB_THREADS", 8, minimum=1)
 PARLEY_REPLY_TIMEOUT_SECONDS = env_int("PARLEY_REPLY_TIMEOUT_SECONDS", 900, minimum=5)
 # Every worker looks for replies left behind (a dead worker, a lost task) when it starts and
 # then at this interval; 0 keeps only the look at start.
-PARLEY_RECOVERY_INTERVAL_SECONDS = env_int("PARLEY_RECOVERY_INTERVAL_SECONDS", 60, minimum=0)
+PARLEY_RECOVERY_INTERVAL_SECONDS = env_int("PARLEY_RECOVERY_INTERVAL_SECONDS", 3, minimum=0)
+# A reply taken over this many times (its worker died each time) ends as an error instead.
+PARLEY_MAX_REPLY_ATTEMPTS = env_int("PARLEY_MAX_REPLY_ATTEMPTS", 3, minimum=1)
 PARLEY_MAX_MESSAGE_CHARS = env_int("PARLEY_MAX_MESSAGE_CHARS", 100_000, minimum=100)
 # Demo provider pacing: about 300 ms to the first token and 40 tokens per second.
 PARLEY_DEMO_FIRST_TOKEN_MS = env_int("PARLEY_DEMO_FIRST_TOKEN_MS", 300, minimum=0)

@@ -21,8 +21,9 @@ AFTER_FINISH_TTL_SECONDS = 120  # snapshots taken during the final push still fi
 CANCEL_TTL_SECONDS = 3600
 # A streaming worker holds a lease on its reply and renews it while it runs; a reply whose
 # lease has lapsed belongs to a worker that died, and may be taken over.
-LEASE_TTL_SECONDS = 30
-LEASE_RENEW_SECONDS = 5
+# The lease is the worker's heartbeat: renewed every 2 s, it lapses within 8 s of a death.
+LEASE_TTL_SECONDS = 8
+LEASE_RENEW_SECONDS = 2
 
 
 def _text_key(message_id: str) -> str:
@@ -66,14 +67,16 @@ async def lease_release(client: aioredis.Redis, message_pk: int, owner: str) -> 
     await client.eval(_RELEASE_IF_OWNER, 1, _lease_key(message_pk), owner)
 
 
-async def leases_renew(client: aioredis.Redis, leases: dict[int, str]) -> None:
-    """Renew every lease a worker holds in one round trip (message pk -> owner)."""
+async def leases_renew(client: aioredis.Redis, leases: dict[int, str]) -> list[int]:
+    """Renew every lease a worker holds in one round trip (message pk -> owner); return the
+    replies whose lease is no longer this worker's (it lapsed and another run took over)."""
     if not leases:
-        return
+        return []
     async with client.pipeline(transaction=False) as pipe:
         for message_pk, owner in leases.items():
             pipe.eval(_RENEW_IF_OWNER, 1, _lease_key(message_pk), owner, LEASE_TTL_SECONDS)
-        await pipe.execute()
+        renewed = await pipe.execute()
+    return [pk for pk, kept in zip(leases, renewed, strict=True) if not kept]
 
 
 def leases_held(message_pks: list[int]) -> set[int]:
@@ -113,10 +116,11 @@ def sync_client() -> redis.Redis:
     return redis.Redis.from_url(settings.REDIS_URL, decode_responses=True)
 
 
-async def live_reset(client: aioredis.Redis, message_id: str) -> int:
-    """Start (or restart) a live tail with empty text; return the sequence to continue from."""
+async def live_reset(client: aioredis.Redis, message_id: str, text: str = "") -> int:
+    """Start a live tail with `text` (empty, or the text a taken-over reply continues); return
+    the sequence to continue from."""
     async with client.pipeline(transaction=True) as pipe:
-        pipe.set(_text_key(message_id), "", ex=LIVE_TTL_SECONDS)
+        pipe.set(_text_key(message_id), text, ex=LIVE_TTL_SECONDS)
         pipe.incr(_seq_key(message_id))
         pipe.expire(_seq_key(message_id), LIVE_TTL_SECONDS)
         _, seq, _ = await pipe.execute()
@@ -158,6 +162,15 @@ async def live_snapshot(client: aioredis.Redis, message_id: str) -> LiveSnapshot
     if text is None or seq is None:
         return None
     return LiveSnapshot(text=text if isinstance(text, str) else text.decode(), seq=int(seq))
+
+
+def live_texts(message_ids: list[str]) -> dict[str, str]:
+    """The text published so far of each of these replies that still has a live tail."""
+    if not message_ids:
+        return {}
+    with sync_client() as client:
+        texts = client.mget([_text_key(message_id) for message_id in message_ids])
+    return {mid: text for mid, text in zip(message_ids, texts, strict=True) if text is not None}
 
 
 def request_cancel(message_ids: list[str], *, restart: bool = False) -> None:

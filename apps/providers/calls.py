@@ -35,6 +35,10 @@ CONTINUE_PROMPT = (
     "Your previous reply was cut off by the length limit. Continue exactly where it stopped, "
     "without repeating anything and without any preamble."
 )
+RESUME_PROMPT = (
+    "Your previous reply was interrupted by a server restart. Continue exactly where it "
+    "stopped, without repeating anything and without any preamble."
+)
 
 # Generous defaults: a tiny max_tokens is the commonest cause of truncated replies.
 DEFAULT_MAX_TOKENS = (
@@ -74,9 +78,20 @@ async def converse(
     max_continuations: int = MAX_CONTINUATIONS,
     max_tool_rounds: int = MAX_TOOL_ROUNDS,
     sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+    resume_text: str = "",
 ) -> AsyncGenerator[StreamEvent, None]:
-    """Yield text, tool calls and results, then one summed Usage and the final Stop."""
+    """Yield text, tool calls and results, then one summed Usage and the final Stop.
+
+    With `resume_text` (a reply cut off when its worker died), the model is asked to continue
+    that text: it goes in as the assistant's turn, followed by the continue instruction.
+    """
     messages = list(request.messages)
+    if resume_text:
+        messages += [
+            ChatMessage("assistant", ({"type": "text", "text": resume_text},)),
+            ChatMessage("user", ({"type": "text", "text": RESUME_PROMPT},)),
+        ]
+        request = replace(request, metadata={**request.metadata, "resuming": True})
     usage = Usage()
     shown_any = False
     continuations = tool_rounds = 0

@@ -280,7 +280,8 @@ def test_a_reply_left_behind_by_a_dead_worker_is_recovered(
     assert Message.objects.get(pk=reply.pk).dispatched_at >= before
     (reply,) = wait_settled([reply])
     assert reply.status == MessageStatus.DONE
-    assert reply.text.startswith("**Demo reply**")  # restarted from empty, never appended
+    # Taken over with its text kept: the model was asked to go on from "half a ".
+    assert reply.text.startswith("half a **Demo reply**")
     assert reply.attempt == 2
 
 

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import time
 from datetime import timedelta
+from typing import Any
 
 from django.core.exceptions import ValidationError
 from django.db import transaction
@@ -14,7 +16,13 @@ from apps.chat.council.dispatch import dispatch, enqueue_reply
 from apps.chat.display import events
 from apps.chat.models import IN_FLIGHT, Message, MessageKind, MessageStatus, Session, Thread, Turn
 from apps.chat.records.replies import reply_provider
+from apps.chat.records.text import storable
 from apps.roles.models import Role
+
+# Stop settles within a second: workers answer an interrupt in well under this; a reply whose
+# worker is gone is settled by the web process instead.
+INTERRUPT_WAIT_SECONDS = 0.8
+INTERRUPT_POLL_SECONDS = 0.05
 
 
 def reply_rerun(*, message: Message) -> Message:
@@ -52,6 +60,7 @@ def reply_rerun(*, message: Message) -> Message:
         message.content, message.error, message.usage = [], "", {}
         message.provider, message.model, message.credential = provider, model, credential
         message.ttft_ms = message.duration_ms = message.started_at = message.finished_at = None
+        message.attempt = 0  # a new version: takeovers are counted afresh
         message.save()
         events.publish_message_replaced_on_commit(message=message, seq=0)
         dispatch([message])
@@ -86,11 +95,57 @@ def thread_interrupt(*, thread: Thread) -> int:
         for message in queued:
             message.status = MessageStatus.INTERRUPTED
             events.publish_message_replaced_on_commit(message=message, seq=events.SETTLED_SEQ)
-    streaming = list(
-        thread.messages.filter(status__in=IN_FLIGHT).values_list("public_id", flat=True)
-    )
-    livestate.request_cancel([str(public_id) for public_id in streaming])
+    streaming = list(thread.messages.filter(status__in=IN_FLIGHT).values_list("pk", "public_id"))
+    livestate.request_cancel([str(public_id) for _, public_id in streaming])
+    _settle_unanswered_interrupts(dict(streaming))
     return len(queued) + len(streaming)
+
+
+def _settle_unanswered_interrupts(replies: dict[int, Any]) -> None:
+    """Stop always works: a streaming reply whose worker is gone (or too busy to answer within
+    the wait) is settled here as interrupted, with the text its tabs were shown. A worker
+    that is alive after all only adds the text it had; a takeover finds nothing to claim."""
+    deadline = time.monotonic() + INTERRUPT_WAIT_SECONDS
+    pending = dict(replies)
+    while True:
+        still = set(
+            Message.objects.filter(pk__in=pending, status=MessageStatus.STREAMING).values_list(
+                "pk", flat=True
+            )
+        )
+        pending = {pk: public_id for pk, public_id in pending.items() if pk in still}
+        if not pending:
+            return  # their workers settled them
+        late = time.monotonic() >= deadline
+        held = livestate.leases_held(list(pending))
+        orphans = {pk: public_id for pk, public_id in pending.items() if late or pk not in held}
+        _settle_interrupted(orphans)
+        pending = {pk: public_id for pk, public_id in pending.items() if pk not in orphans}
+        if not pending:
+            return
+        time.sleep(INTERRUPT_POLL_SECONDS)
+
+
+def _settle_interrupted(replies: dict[int, Any]) -> None:
+    if not replies:
+        return
+    shown = livestate.live_texts([str(public_id) for public_id in replies.values()])
+    now = timezone.now()
+    for message in Message.objects.filter(pk__in=replies, status=MessageStatus.STREAMING):
+        text = shown.get(str(message.public_id), "")
+        if not text.startswith(message.text):  # the tail is gone or from an earlier run
+            text = message.text
+        with transaction.atomic():
+            settled = Message.objects.filter(pk=message.pk, status=MessageStatus.STREAMING).update(
+                status=MessageStatus.INTERRUPTED,
+                content=[{"type": "text", "text": storable(text.rstrip())}] if text.strip() else [],
+                finished_at=now,
+            )
+            if settled:
+                message.refresh_from_db()
+                events.publish_message_replaced_on_commit(message=message, seq=events.SETTLED_SEQ)
+        if settled and message.turn_id is not None:
+            orchestration.turn_advance(turn_id=message.turn_id)
 
 
 def session_restart_in_flight(*, session: Session) -> int:

@@ -20,6 +20,7 @@ from django.db import IntegrityError
 from apps.chat import livestate
 from apps.chat.council.prompting import TranscriptEntry, entry_block, estimate_tokens
 from apps.chat.models import ThreadSummary
+from apps.chat.records.text import storable
 from apps.providers.calls import converse
 from apps.providers.types import (
     ChatMessage,
@@ -125,7 +126,7 @@ def _store(plan: SummaryPlan, *, text: str, provider: str, model: str, usage: di
         row, _ = ThreadSummary.objects.get_or_create(
             thread_id=plan.thread_id,
             covers_id=plan.covers_id,
-            defaults={"text": text, "provider": provider, "model": model, "usage": usage},
+            defaults={"text": storable(text), "provider": provider, "model": model, "usage": usage},
         )
     except IntegrityError:  # another writer won the race
         row = ThreadSummary.objects.get(thread_id=plan.thread_id, covers_id=plan.covers_id)

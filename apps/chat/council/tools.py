@@ -15,6 +15,7 @@ from django.core.exceptions import ValidationError
 
 from apps.chat.models import Message, Session, Thread
 from apps.chat.records.sessions import session_set_memory
+from apps.chat.records.text import storable, storable_parts
 from apps.chat.records.threads import thread_rename
 from apps.chat.selectors import speaker_names, transcript_messages
 from apps.providers.types import ToolCall, ToolDefinition
@@ -75,8 +76,8 @@ def run_tool(context: ToolContext, call: ToolCall) -> str:
             f"@{context.role_handle} may not use {call.name}: it changes the session, and only "
             "roles with write permission may do that. Nothing was changed."
         )
-    arguments = call.arguments if isinstance(call.arguments, dict) else {}
-    return entry.run(context, arguments)
+    arguments = storable_parts(call.arguments) if isinstance(call.arguments, dict) else {}
+    return storable(entry.run(context, arguments))
 
 
 def _text_argument(arguments: dict, name: str, *, limit: int) -> str:

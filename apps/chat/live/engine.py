@@ -25,7 +25,13 @@ from apps.chat.display import events
 from apps.chat.live.hub import StreamHub, in_db_thread, stream_hub
 from apps.chat.live.publisher import LiveReply
 from apps.chat.models import Message, MessageStatus
-from apps.chat.records.replies import message_claim, message_finish, reply_is_queued, reply_secret
+from apps.chat.records.replies import (
+    message_claim,
+    message_fail_unsaved,
+    message_finish,
+    reply_is_queued,
+    reply_secret,
+)
 from apps.providers.calls import converse
 from apps.providers.registry import get_adapter
 from apps.providers.types import ProviderError, TextDelta, ToolCall, ToolResult, Usage
@@ -49,8 +55,10 @@ async def stream_reply(hub: StreamHub, message_pk: int) -> None:
         return
     try:
         claim = await in_db_thread(message_claim)(message_id=message_pk)
-        if claim is not None:
-            await _stream_claimed(hub, claim.message, lease)
+        if claim is not None and claim.gave_up:
+            await _announce_final(hub, claim.message)
+        elif claim is not None:
+            await _stream_claimed(hub, claim.message, lease, resumed=claim.resumed)
     finally:
         await livestate.lease_release(hub.redis, message_pk, lease)
 
@@ -76,15 +84,30 @@ async def _publish_state(hub: StreamHub, group: str, message: Message, **state) 
     await events.publish_state(hub.layer, group=group, event=event)
 
 
-async def _stream_claimed(hub: StreamHub, message: Message, lease: str) -> None:
+async def _resumed_text(hub: StreamHub, message: Message) -> str:
+    """What a taken-over reply continues from: everything the tabs were shown (the Redis
+    tail) when it still extends the last checkpoint, otherwise the checkpoint."""
+    saved = message.text
+    snapshot = await livestate.live_snapshot(hub.redis, str(message.public_id))
+    if snapshot is not None and snapshot.text.startswith(saved):
+        return snapshot.text
+    return saved
+
+
+async def _stream_claimed(hub: StreamHub, message: Message, lease: str, *, resumed: bool) -> None:
     live = LiveReply(message=message, lease=lease)
     setup = await in_db_thread(reply_setup)(message=message)
     started = time.monotonic()
     first_token_at: float | None = None
     usage = Usage()
 
-    start_seq = await livestate.live_reset(hub.redis, live.message_id)
-    await _publish_state(hub, live.group, message, seq=start_seq, live_text="")
+    # A taken-over reply keeps every word already shown and asks the model to go on from it.
+    resume_text = await _resumed_text(hub, message) if resumed else ""
+    live.resume_from(resume_text)
+    start_seq = await livestate.live_reset(hub.redis, live.message_id, resume_text)
+    await _publish_state(hub, live.group, message, seq=start_seq, live_text=resume_text)
+    # The continuation's leading blanks would double the ones the cut-off text ends with.
+    joining = resume_text[-1:].isspace()
 
     async def run_tool(call: ToolCall) -> str:
         return await in_db_thread(tools.run_tool)(setup.tool_context, call)
@@ -98,7 +121,7 @@ async def _stream_claimed(hub: StreamHub, message: Message, lease: str) -> None:
             await _publish_state(hub, live.group, message, seq=seq, live_text=live.text)
 
     async def consume() -> None:
-        nonlocal first_token_at, usage
+        nonlocal first_token_at, usage, joining
         api_key, base_url = await in_db_thread(reply_secret)(message=message)
         adapter = get_adapter(message.provider)
         summary = None
@@ -117,7 +140,10 @@ async def _stream_claimed(hub: StreamHub, message: Message, lease: str) -> None:
         )
         guard = TurnGuard(own=setup.own_names, others=setup.other_names)
         released = message.turn_id is None
-        stream = converse(adapter, request, api_key=api_key, base_url=base_url, run_tool=run_tool)
+        stream = converse(
+            adapter, request, api_key=api_key, base_url=base_url, run_tool=run_tool,
+            resume_text=resume_text,
+        )  # fmt: skip
         async with asyncio.timeout(settings.PARLEY_REPLY_TIMEOUT_SECONDS), aclosing(stream):
             async for event in stream:
                 if not released:  # the response has begun: staggered siblings may start
@@ -126,7 +152,9 @@ async def _stream_claimed(hub: StreamHub, message: Message, lease: str) -> None:
                 if isinstance(event, TextDelta) and event.text:
                     if first_token_at is None:
                         first_token_at = time.monotonic()
-                    checked = guard.feed(event.text)
+                    text = event.text.lstrip() if joining else event.text
+                    joining = joining and not text
+                    checked = guard.feed(text)
                     hub.text_arrived(live, first=live.add(checked.text))
                     if checked.ended:
                         return  # it began another participant's turn: close the stream
@@ -156,6 +184,8 @@ async def _stream_claimed(hub: StreamHub, message: Message, lease: str) -> None:
         status, error = MessageStatus.ERROR, "The reply failed unexpectedly; try again."
     finally:
         hub.detach(live)
+    if live.lease_lost:
+        return  # the run that took this reply over settles it
 
     await hub.flush(live)
     ttft_ms = int((first_token_at - started) * 1000) if first_token_at else None
@@ -170,24 +200,40 @@ async def _settle(
     hub: StreamHub, live: LiveReply, message: Message, *, status: str, error: str, **timings
 ) -> None:
     """Store the reply's final state, show it everywhere, and let the turn go on."""
-    final = await in_db_thread(message_finish)(
-        message_id=message.pk, status=status, content=live.content(), error=error, **timings
-    )
-    final_seq = await livestate.live_finish(hub.redis, live.message_id)
-    await _publish_state(hub, live.group, final, seq=final_seq)
-    controls = await in_db_thread(events.session_controls_event)(
-        session_id=message.thread.session_id
-    )
-    await events.publish_state(  # the summary strip counts this reply now
-        hub.layer, group=events.session_group(message.thread.session.public_id), event=controls
-    )
-    restart = status == MessageStatus.INTERRUPTED and await livestate.restart_requested(
+    try:
+        final = await in_db_thread(message_finish)(
+            message_id=message.pk, status=status, content=live.content(), error=error, **timings
+        )
+    except Exception as exc:  # the reply still ends, with its checkpointed text
+        logger.exception("Could not save the final state of reply %s", live.message_id)
+        final = await in_db_thread(message_fail_unsaved)(
+            message_id=message.pk, reason=type(exc).__name__
+        )
+    if status == MessageStatus.INTERRUPTED and await livestate.restart_requested(
         hub.redis, live.message_id
-    )
-    await livestate.clear_cancel(hub.redis, live.message_id)
-    if restart:  # "Apply now": the same reply again, with the session's new settings
+    ):  # "Apply now": the same reply again, with the session's new settings
+        await _publish_final(hub, final)
+        await livestate.clear_cancel(hub.redis, live.message_id)
         await livestate.lease_release(hub.redis, message.pk, live.lease)  # the rerun takes over
         await in_db_thread(reply_rerun)(message=final)
         return
-    if message.turn_id is not None:
-        await in_db_thread(orchestration.turn_advance)(turn_id=message.turn_id)
+    await _announce_final(hub, final)
+
+
+async def _publish_final(hub: StreamHub, final: Message) -> None:
+    """The final full replace, outranking every delta, on every tab of the thread."""
+    message_id = str(final.public_id)
+    final_seq = await livestate.live_finish(hub.redis, message_id)
+    await _publish_state(hub, events.thread_group(final.thread.public_id), final, seq=final_seq)
+    controls = await in_db_thread(events.session_controls_event)(session_id=final.thread.session_id)
+    await events.publish_state(  # the summary strip counts this reply now
+        hub.layer, group=events.session_group(final.thread.session.public_id), event=controls
+    )
+
+
+async def _announce_final(hub: StreamHub, final: Message) -> None:
+    """Show a settled reply everywhere and let its turn go on."""
+    await _publish_final(hub, final)
+    await livestate.clear_cancel(hub.redis, str(final.public_id))
+    if final.turn_id is not None:
+        await in_db_thread(orchestration.turn_advance)(turn_id=final.turn_id)

@@ -200,9 +200,10 @@ class StreamHub:
                 self._checkpoint_due(now)
                 if now - last_renewal >= livestate.LEASE_RENEW_SECONDS:
                     last_renewal = now
-                    await livestate.leases_renew(
+                    lost = await livestate.leases_renew(
                         self.redis, {live.message_pk: live.lease for live in self.replies.values()}
                     )
+                    self._give_up_lost(lost)
             except Exception:  # a Redis or database blip must not end the ticks
                 logger.exception("The stream hub's tick failed; retrying on the next one")
 
@@ -225,6 +226,16 @@ class StreamHub:
             logger.exception("Could not checkpoint %d streaming replies", len(lives))
         finally:
             self._checkpointing = False
+
+    def _give_up_lost(self, message_pks: list[int]) -> None:
+        """This worker stalled past its lease and another run took the reply over: stop
+        streaming it here, without settling it (two runs must never write one reply)."""
+        for live in list(self.replies.values()):
+            if live.message_pk in message_pks:
+                logger.warning("Lost the lease on reply %s; another run took it over",
+                               live.message_id)  # fmt: skip
+                live.lease_lost = True
+                self._cancel([live.message_id])
 
     def _cancel(self, message_ids: list[str]) -> None:
         for message_id in message_ids:

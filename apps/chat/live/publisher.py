@@ -8,6 +8,7 @@ from typing import Any
 
 from apps.chat.display import events
 from apps.chat.models import Message
+from apps.chat.records.text import storable, storable_parts
 from apps.providers.types import ToolCall, ToolResult
 
 
@@ -31,9 +32,16 @@ class LiveReply:
         self.last_checkpoint = time.monotonic()
         self.publishing = asyncio.Lock()  # one publish of this reply at a time, in order
         self.stream_task: asyncio.Task | None = None  # what an interrupt cancels
+        self.lease_lost = False  # another run took the reply over: stop without settling
+
+    def resume_from(self, text: str) -> None:
+        """Continue a reply taken over from a dead worker: `text` is already out everywhere."""
+        self.text = text
+        self.published = self.checkpointed = len(text)
 
     def add(self, chunk: str) -> bool:
         """Take received text; True for the reply's first text (published at once)."""
+        chunk = storable(chunk)
         first = not self.text and bool(chunk)
         self.text += chunk
         return first
@@ -53,7 +61,7 @@ class LiveReply:
         else:
             part = {"type": "tool_result", "tool_call_id": event.tool_call_id, "name": event.name,
                     "content": event.content, "is_error": event.is_error}  # fmt: skip
-        self.parts.append(part)
+        self.parts.append(storable_parts(part))
 
     def content(self) -> list[dict[str, Any]]:
         """The canonical parts of the reply: text runs and tool activity in order."""

@@ -6,6 +6,7 @@ from django.db.models import F
 from django.utils import timezone
 
 from apps.chat.models import NOTICE_SPEAKER, Message, MessageKind, MessageStatus, Thread
+from apps.chat.records.text import storable
 
 
 def allocate_seqs(thread: Thread, count: int) -> list[int]:
@@ -26,6 +27,6 @@ def notice_create(*, thread: Thread, text: str, seq: int | None = None) -> Messa
         seq=seq,
         speaker=NOTICE_SPEAKER,
         kind=MessageKind.NOTICE,
-        content=[{"type": "text", "text": text}],
+        content=[{"type": "text", "text": storable(text)}],
         status=MessageStatus.DONE,
     )

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from django.conf import settings
 from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 
 from apps.chat.models import Message, MessageStatus, Session, SessionRole, Thread, Turn
+from apps.chat.records.text import storable, storable_parts
 from apps.providers.models import Credential
 from apps.providers.registry import get_adapter
 from apps.roles.models import Role
@@ -61,30 +63,46 @@ def reply_placeholder(
 @dataclass(frozen=True)
 class ClaimedReply:
     message: Message
-    restarted: bool
+    # Taken over from a worker that died mid-stream: the text it had checkpointed, which the
+    # new run continues (never erases).
+    resumed: bool = False
+    # Taken over too often: settled here as an error with its text kept, not streamed again.
+    gave_up: bool = False
 
 
 def message_claim(*, message_id: int) -> ClaimedReply | None:
     """Take a queued reply for streaming; None when it is already settled.
 
-    A reply found `streaming` was being streamed by a worker that died (the broker redelivers
-    unacknowledged tasks), so it restarts from empty: text is never appended twice.
+    A reply found `streaming` was being streamed by a worker that died (its lease lapsed or
+    the broker redelivered its task): it is taken over with its text kept. After
+    PARLEY_MAX_REPLY_ATTEMPTS runs it ends as an error instead: a reply that keeps killing
+    its worker must not turn into an endless series of paid calls.
     """
     now = timezone.now()
     claimed = Message.objects.filter(pk=message_id, status=MessageStatus.QUEUED).update(
         status=MessageStatus.STREAMING, started_at=now, attempt=F("attempt") + 1
     )
-    restarted = False
+    resumed = gave_up = False
     if not claimed:
-        restarted = bool(
-            Message.objects.filter(pk=message_id, status=MessageStatus.STREAMING).update(
-                content=[], started_at=now, attempt=F("attempt") + 1
-            )
+        attempts = settings.PARLEY_MAX_REPLY_ATTEMPTS
+        resumed = bool(
+            Message.objects.filter(
+                pk=message_id, status=MessageStatus.STREAMING, attempt__lt=attempts
+            ).update(attempt=F("attempt") + 1)
         )
-        if not restarted:
-            return None
+        if not resumed:
+            gave_up = bool(
+                Message.objects.filter(pk=message_id, status=MessageStatus.STREAMING).update(
+                    status=MessageStatus.ERROR,
+                    error=f"Stopped after {attempts} attempts: the reply kept failing on the "
+                    "server. The text so far is kept; Retry runs it again.",
+                    finished_at=now,
+                )
+            )
+            if not gave_up:
+                return None
     message = Message.objects.select_related("thread__session").get(pk=message_id)
-    return ClaimedReply(message=message, restarted=restarted)
+    return ClaimedReply(message=message, resumed=resumed, gave_up=gave_up)
 
 
 def reply_is_queued(*, message_id: int) -> bool:
@@ -98,7 +116,7 @@ def replies_checkpoint(*, texts: dict[int, str]) -> None:
     with transaction.atomic():
         for message_id, text in texts.items():
             Message.objects.filter(pk=message_id, status=MessageStatus.STREAMING).update(
-                content=[{"type": "text", "text": text}], updated_at=now
+                content=[{"type": "text", "text": storable(text)}], updated_at=now
             )
 
 
@@ -120,14 +138,34 @@ def message_finish(
     ttft_ms: int | None = None,
     duration_ms: int | None = None,
 ) -> Message:
-    """Store a reply's final state; the caller publishes the final push."""
-    Message.objects.filter(pk=message_id).update(
+    """Store a reply's final state; the caller publishes the final push.
+
+    Only a reply still in flight is settled: one that Stop already settled (its worker was
+    unreachable) keeps that ending, with the fuller text this run has.
+    """
+    settled = Message.objects.filter(pk=message_id, status=MessageStatus.STREAMING).update(
         status=status,
-        content=content,
-        error=error,
+        content=storable_parts(content),
+        error=storable(error),
         usage=usage or {},
         ttft_ms=ttft_ms,
         duration_ms=duration_ms,
         finished_at=timezone.now(),
     )
-    return Message.objects.select_related("thread").get(pk=message_id)
+    if not settled:
+        Message.objects.filter(pk=message_id, status=MessageStatus.INTERRUPTED).update(
+            content=storable_parts(content)
+        )
+    return Message.objects.select_related("thread__session").get(pk=message_id)
+
+
+def message_fail_unsaved(*, message_id: int, reason: str) -> Message:
+    """End a reply whose final save failed: an error, with its last checkpointed text."""
+    Message.objects.filter(pk=message_id, status=MessageStatus.STREAMING).update(
+        status=MessageStatus.ERROR,
+        error=storable(
+            f"The reply could not be saved ({reason}); its text up to the last checkpoint is kept."
+        ),
+        finished_at=timezone.now(),
+    )
+    return Message.objects.select_related("thread__session").get(pk=message_id)

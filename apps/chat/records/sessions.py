@@ -9,7 +9,7 @@ from django.db import transaction
 
 from apps.chat.display import events
 from apps.chat.models import Session, SessionRole, Thread
-from apps.chat.records.text import clean_name
+from apps.chat.records.text import clean_name, storable
 from apps.providers.models import Credential
 from apps.roles.models import Role
 from apps.roles.selectors import default_roles
@@ -18,7 +18,7 @@ from apps.roles.services import role_ensure_default
 
 def session_create(*, owner, name: str = "") -> Session:
     """Create a session with the default roles and a first, empty thread."""
-    name = name.strip()[:120] or "New session"
+    name = " ".join(storable(name).split())[:120] or "New session"
     with transaction.atomic():
         session = Session.objects.create(owner=owner, name=name)
         roles = default_roles() or [role_ensure_default()]

@@ -1,14 +1,39 @@
-"""The rules for text a person types: message bodies and names."""
+"""The rules for text a person types (message bodies and names) and the one storage boundary
+every text passes before it is saved."""
 
 from __future__ import annotations
+
+import re
+from typing import Any
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
 
+# NUL and lone surrogates: PostgreSQL stores neither in text or JSON (a paired surrogate is one
+# code point above U+FFFF in a Python string, so anything in this range is unpaired).
+UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
+REPLACEMENT = "\ufffd"
+
+
+def storable(text: str) -> str:
+    """The text with every character no database can store replaced by U+FFFD."""
+    return UNSTORABLE.sub(REPLACEMENT, text) if UNSTORABLE.search(text) else text
+
+
+def storable_parts(value: Any) -> Any:
+    """`storable` through JSON-like data: message parts, tool arguments and results."""
+    if isinstance(value, str):
+        return storable(value)
+    if isinstance(value, list):
+        return [storable_parts(item) for item in value]
+    if isinstance(value, dict):
+        return {storable(str(key)): storable_parts(item) for key, item in value.items()}
+    return value
+
 
 def validate_message_text(text: str) -> str:
     """The message without surrounding blanks; empty or over the limit is refused."""
-    text = (text or "").strip()
+    text = storable(text or "").strip()
     if not text:
         raise ValidationError("Write something before sending.", code="empty")
     limit = settings.PARLEY_MAX_MESSAGE_CHARS
@@ -23,7 +48,7 @@ def validate_message_text(text: str) -> str:
 
 def clean_name(value: str, *, what: str, limit: int = 120) -> str:
     """A name on one line with single spaces; empty or too long is refused."""
-    name = " ".join((value or "").split())
+    name = " ".join(storable(value or "").split())
     if not name:
         raise ValidationError(f"A {what} cannot be empty.")
     if len(name) > limit:

@@ -12,7 +12,7 @@ import re
 import threading
 import time
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from aiohttp import web
@@ -36,6 +36,10 @@ class Script:
     retry_after: float | None = None
     error_after_chars: int | None = None  # an error event mid-stream after this much text
     usage: dict[str, int] = field(default_factory=dict)  # overrides, e.g. {"cached_tokens": 9}
+    error_message: str = "scripted failure"  # "{key}" becomes the request's key, as some do
+    # Stream only what follows the longest prefix of `text` the request already holds: a model
+    # continuing its own cut-off answer.
+    resumes: bool = False
     match: str = ""
     provider: str = ""  # "", "anthropic", "openai" or "gemini"
 
@@ -58,6 +62,17 @@ class CacheEntry:
     tokens: int
     expires: float
     usable: bool = False
+
+
+def _strings(value: Any) -> list[str]:
+    """Every string inside a JSON body."""
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, dict):
+        value = list(value.values())
+    if isinstance(value, list):
+        return [s for item in value for s in _strings(item)]
+    return []
 
 
 class ClientGone(Exception):
@@ -172,6 +187,11 @@ class EmulatorCore:
         body = json.loads(raw or "{}")
         record = self._record(provider, request, body)
         script = self._take_script(provider, raw)
+        if script.resumes and isinstance(script.text, str):
+            held = max(
+                (s for s in _strings(body) if s and script.text.startswith(s)), key=len, default=""
+            )
+            script = replace(script, text=script.text[len(held) :])
         try:
             if self._key(request) in self.invalid_keys:
                 return self._error_response(
@@ -182,7 +202,7 @@ class EmulatorCore:
                     provider,
                     script.status,
                     script.error_type,
-                    "scripted failure",
+                    script.error_message.replace("{key}", self._key(request)),
                     script.retry_after,
                 )
             return await handler(request, body, script, record)
