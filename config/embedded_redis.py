@@ -72,10 +72,11 @@ def die_with_parent() -> None:
         _PRCTL(_PR_SET_PDEATHSIG, signal.SIGTERM)
 
 
-def start_embedded_redis(timeout: float = 10.0) -> EmbeddedRedis:
-    """Start a private redis-server on a free port and wait until it answers PING."""
+def start_embedded_redis(timeout: float = 10.0, port: int | None = None) -> EmbeddedRedis:
+    """Start a private redis-server (on a free port unless given) and wait until it answers
+    PING."""
     workdir = tempfile.TemporaryDirectory(prefix="parley-redis-")
-    port = free_port()
+    port = port or free_port()
     log_path = Path(workdir.name) / "redis.log"
     process = subprocess.Popen(
         [

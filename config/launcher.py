@@ -24,10 +24,53 @@ def _manage(*args: str, env: dict[str, str]) -> None:
     subprocess.run([PYTHON, "manage.py", *args], cwd=ROOT, env=env, check=True)
 
 
-def _program(child: subprocess.Popen) -> str:
-    """The program a child runs, for messages."""
-    args = child.args
-    return str(args[0] if isinstance(args, list) else args)
+class Supervisor:
+    """Keeps the web server and the worker running: a child that dies is started again after
+    a pause that doubles while it keeps dying (1 s up to 30 s), and the launcher says so."""
+
+    FIRST_PAUSE, LONGEST_PAUSE, STABLE_SECONDS = 1.0, 30.0, 60.0
+
+    def __init__(self, programs: dict[str, list[str]], *, env: dict[str, str]) -> None:
+        self.programs, self.env = programs, env
+        self.running: dict[str, subprocess.Popen] = {}
+        self.started: dict[str, float] = {}
+        self.pause = dict.fromkeys(programs, self.FIRST_PAUSE)
+        self.restart_at: dict[str, float] = {}
+
+    def _spawn(self, name: str) -> None:
+        self.running[name] = subprocess.Popen(
+            self.programs[name], cwd=ROOT, env=self.env, preexec_fn=die_with_parent
+        )
+        self.started[name] = time.monotonic()
+
+    def start(self) -> list[subprocess.Popen]:
+        for name in self.programs:
+            self._spawn(name)
+        return list(self.running.values())
+
+    def keep_running(self) -> list[subprocess.Popen]:
+        now = time.monotonic()
+        for name, child in list(self.running.items()):
+            if name in self.restart_at:
+                if now >= self.restart_at[name]:
+                    del self.restart_at[name]
+                    print(f"Starting the {name} again.", flush=True)
+                    self._spawn(name)
+                continue
+            code = child.poll()
+            if code is None:
+                continue
+            if now - self.started[name] >= self.STABLE_SECONDS:
+                self.pause[name] = self.FIRST_PAUSE  # it had been running fine
+            pause = self.pause[name]
+            print(
+                f"The {name} stopped unexpectedly (exit code {code}); starting it again in "
+                f"{pause:.0f} s.",
+                flush=True,
+            )
+            self.restart_at[name] = now + pause
+            self.pause[name] = min(self.LONGEST_PAUSE, pause * 2)
+        return list(self.running.values())
 
 
 def main() -> int:
@@ -66,27 +109,24 @@ def main() -> int:
         _manage("migrate", "--noinput", env=env)
         _manage("ensure_local_user", env=env)
         concurrency = env.get("WORKER_CONCURRENCY", "256")
-        children.append(
-            subprocess.Popen(
-                [str(BIN / "celery"), "-A", "config", "worker", "--pool", "threads",
-                 "--concurrency", concurrency, "--loglevel", "INFO",
-                 "-Q", env.get("PARLEY_TASK_QUEUE", "parley")],
-                cwd=ROOT, env=env, preexec_fn=die_with_parent,
-            )
-        )  # fmt: skip
-        children.append(
-            subprocess.Popen(
-                [str(BIN / "daphne"), "-b", host, "-p", port, "config.asgi:application"],
-                cwd=ROOT, env=env, preexec_fn=die_with_parent,
-            )
-        )  # fmt: skip
+        programs = {
+            "worker": [str(BIN / "celery"), "-A", "config", "worker", "--pool", "threads",
+                       "--concurrency", concurrency, "--loglevel", "INFO",
+                       "-Q", env.get("PARLEY_TASK_QUEUE", "parley")],
+            "web": [str(BIN / "daphne"), "-b", host, "-p", port, "config.asgi:application"],
+        }  # fmt: skip
+        supervisor = Supervisor(programs, env=env)
+        children[:] = supervisor.start()
         print(f"\nParley is running at http://{host}:{port}/  (Ctrl-C stops everything)\n")
-        while all(child.poll() is None for child in children):
+        while True:
             time.sleep(0.5)
-        failed = [_program(child) for child in children if child.poll() not in (None, 0)]
-        if failed:
-            print(f"A process stopped unexpectedly: {', '.join(map(str, failed))}")
-        return 1
+            children[:] = supervisor.keep_running()
+            if redis is not None and redis.process.poll() is not None:
+                # Same port, so every child finds it again (empty: replies resume from the
+                # database, tabs reconnect and catch up).
+                print("The embedded Redis stopped unexpectedly; starting it again.", flush=True)
+                redis.workdir.cleanup()
+                redis = start_embedded_redis(port=redis.port)
     except KeyboardInterrupt:
         print("\nStopping Parley…")
         return 0

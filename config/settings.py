@@ -71,6 +71,7 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
+    "config.middleware.ServiceUnavailableMiddleware",
 ]
 
 ROOT_URLCONF = "config.urls"
@@ -170,9 +171,14 @@ CACHES = {
 }
 
 CELERY_BROKER_URL = REDIS_URL
+CELERY_BROKER_TRANSPORT = "config.broker:Transport"  # survives losing Redis (see the module)
+# Keep reconnecting however long Redis is away; the worker must outlive an outage.
+CELERY_BROKER_CONNECTION_MAX_RETRIES = None
 CELERY_TASK_IGNORE_RESULT = True
 CELERY_TASK_ACKS_LATE = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+# The worker logs through LOGGING above (its scrubbing formatter), not Celery's own handlers.
+CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 CELERY_TASK_DEFAULT_QUEUE = env_str("PARLEY_TASK_QUEUE", "parley")
 # Replies are bounded by PARLEY_REPLY_TIMEOUT_SECONDS, far below the redelivery timeout.
 CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": 7200}
@@ -240,7 +246,12 @@ PARLEY_SUMMARY_THRESHOLD_TOKENS = env_int("PARLEY_SUMMARY_THRESHOLD_TOKENS", 60_
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
+    "formatters": {
+        "plain": {
+            "()": "config.logs.ScrubbingFormatter",
+            "format": "%(asctime)s %(levelname)s %(name)s: %(message)s",
+        }
+    },
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
     "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO").upper()},
     "loggers": {"httpx": {"level": "WARNING"}, "daphne": {"level": "WARNING"}},

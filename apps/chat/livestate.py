@@ -8,6 +8,7 @@ snapshot that lines up with the deltas that follow it: no gap, no repeat.
 from __future__ import annotations
 
 import asyncio
+import uuid
 import weakref
 from dataclasses import dataclass
 
@@ -47,11 +48,22 @@ def _lease_key(message_pk: int) -> str:
 CANCEL_CHANNEL = f"{PREFIX}:cancels"
 
 
-# Renew or release a lease only while it is still ours (a later run may own it by then).
+# Renew or release a lease only while it is still ours (a later run may own it by then). A
+# lease that is simply gone (Redis restarted empty) is taken again: its stream is alive.
 _RENEW_IF_OWNER = (
-    "if redis.call('get', KEYS[1]) == ARGV[1] then "
-    "return redis.call('expire', KEYS[1], ARGV[2]) else return 0 end"
+    "local owner = redis.call('get', KEYS[1]) "
+    "if owner == ARGV[1] then return redis.call('expire', KEYS[1], ARGV[2]) end "
+    "if not owner then redis.call('set', KEYS[1], ARGV[1], 'EX', ARGV[2]) return 1 end "
+    "return 0"
 )
+# Append to a live tail only if it still exists: after Redis restarted empty, a bare APPEND
+# would start a tail holding only the newest text, numbered from 1 again.
+_APPEND_IF_LIVE = (
+    "if redis.call('exists', KEYS[2]) == 0 then return -1 end "
+    "redis.call('append', KEYS[1], ARGV[1]) "
+    "return redis.call('incr', KEYS[2])"
+)
+EPOCH_KEY = f"{PREFIX}:epoch"
 _RELEASE_IF_OWNER = (
     "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) "
     "else return 0 end"
@@ -135,17 +147,34 @@ async def live_append(client: aioredis.Redis, message_id: str, chunk: str) -> in
 
 async def live_append_many(client: aioredis.Redis, chunks: list[tuple[str, str]]) -> list[int]:
     """Append one chunk to each of several tails in one atomic round trip; their sequence
-    numbers, in order (a snapshot never sees a chunk without its number)."""
+    numbers, in order (a snapshot never sees a chunk without its number). -1 for a tail that
+    no longer exists (Redis lost it): the caller seeds it again with `live_reseed`."""
     async with client.pipeline(transaction=True) as pipe:
         for message_id, chunk in chunks:
-            pipe.append(_text_key(message_id), chunk)
-            pipe.incr(_seq_key(message_id))
+            pipe.eval(_APPEND_IF_LIVE, 2, _text_key(message_id), _seq_key(message_id), chunk)
         results = await pipe.execute()
-    return [int(seq) for seq in results[1::2]]
+    return [int(seq) for seq in results]
 
 
-async def live_finish(client: aioredis.Redis, message_id: str) -> int:
-    """Keep the tail briefly for late snapshots; return the sequence for the final push."""
+async def live_reseed(client: aioredis.Redis, message_id: str, text: str, seq: int) -> None:
+    """Put a lost tail back: the whole text so far, numbered after every delta already sent
+    (tabs drop numbers they have seen)."""
+    async with client.pipeline(transaction=True) as pipe:
+        pipe.set(_text_key(message_id), text, ex=LIVE_TTL_SECONDS)
+        pipe.set(_seq_key(message_id), seq, ex=LIVE_TTL_SECONDS)
+        await pipe.execute()
+
+
+async def redis_epoch(client: aioredis.Redis) -> str:
+    """An id of this Redis's contents: it changes when Redis restarts empty (and the channel
+    layer's groups are gone with it), so a tab can reconnect and catch up."""
+    await client.set(EPOCH_KEY, uuid.uuid4().hex, nx=True)
+    return str(await client.get(EPOCH_KEY))
+
+
+async def live_finish(client: aioredis.Redis, message_id: str, *, at_least: int = 0) -> int:
+    """Keep the tail briefly for late snapshots; return the sequence for the final push
+    (`at_least`: past every number the caller sent, should Redis have lost the tail)."""
     async with client.pipeline(transaction=True) as pipe:
         pipe.get(_seq_key(message_id))
         pipe.expire(_text_key(message_id), AFTER_FINISH_TTL_SECONDS)
@@ -153,7 +182,7 @@ async def live_finish(client: aioredis.Redis, message_id: str) -> int:
         seq, _, _ = await pipe.execute()
     # The final push outranks every delta; the stored seq stays at the last delta so that a
     # snapshot taken now never swallows the final push.
-    return int(seq or 0) + 1
+    return max(int(seq or 0) + 1, at_least)
 
 
 async def live_snapshot(client: aioredis.Redis, message_id: str) -> LiveSnapshot | None:

@@ -202,6 +202,10 @@ class Message(models.Model):
     alternatives = models.JSONField(
         default=list, blank=True, help_text="Earlier versions kept when it was regenerated."
     )
+    client_token = models.UUIDField(
+        null=True, blank=True, editable=False,
+        help_text="The composer's token: a form sent twice posts one message.",
+    )  # fmt: skip
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
     started_at = models.DateTimeField(null=True, blank=True)
@@ -210,9 +214,22 @@ class Message(models.Model):
     class Meta:
         ordering = ["thread", "seq"]
         constraints = [
-            models.UniqueConstraint(fields=["thread", "seq"], name="unique_seq_per_thread")
+            models.UniqueConstraint(fields=["thread", "seq"], name="unique_seq_per_thread"),
+            models.UniqueConstraint(
+                fields=["thread", "client_token"],
+                condition=models.Q(client_token__isnull=False),
+                name="one_message_per_client_token",
+            ),
         ]
-        indexes = [models.Index(fields=["thread", "status"])]
+        indexes = [
+            models.Index(fields=["thread", "status"]),
+            # The recovery sweep looks at replies in flight every few seconds.
+            models.Index(
+                fields=["status"],
+                condition=models.Q(status__in=["queued", "streaming"]),
+                name="message_in_flight",
+            ),
+        ]
 
     def __str__(self) -> str:
         return f"{self.speaker} #{self.seq}"

@@ -7,6 +7,7 @@ drop the old key.
 
 from __future__ import annotations
 
+import re
 from functools import lru_cache
 
 from cryptography.fernet import Fernet, InvalidToken, MultiFernet
@@ -58,3 +59,19 @@ def rotate(token: str) -> str:
 def mask(last4: str) -> str:
     """How a key is shown anywhere: its last four characters, never more."""
     return f"••••{last4}" if last4 else "(no key)"
+
+
+# Key-shaped strings of the providers Parley speaks to (OpenAI and compatibles, Anthropic,
+# Google), for text whose key is not known to the caller: logs, a library's error.
+KEY_SHAPED = re.compile(
+    r"\b(?:sk-[A-Za-z0-9_\-]{12,}|AIza[0-9A-Za-z_\-]{30,}|(?:Bearer|x-api-key:?)\s+[A-Za-z0-9._\-]{16,})"
+)
+
+
+def scrub(text: str, *secrets: str) -> str:
+    """The one scrubber for every error path: the given keys, and anything shaped like a key,
+    replaced by their masked form. Whatever a provider quotes back never gets through."""
+    for secret in secrets:
+        if secret:
+            text = text.replace(secret, mask(secret[-4:]))
+    return KEY_SHAPED.sub(lambda found: mask(found.group(0)[-4:]), text)

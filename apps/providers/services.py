@@ -20,11 +20,6 @@ MODELS_CACHE_SECONDS = 600
 NEEDS_KEY = {ProviderKind.ANTHROPIC, ProviderKind.OPENAI, ProviderKind.GEMINI}
 
 
-def _scrub(text: str, secret: str) -> str:
-    """Never let a key through in a message, whatever a library put in its error."""
-    return text.replace(secret, crypto.mask(secret[-4:])) if secret else text
-
-
 def credential_save(
     *,
     owner,
@@ -85,7 +80,7 @@ def credential_test(*, credential: Credential) -> CredentialCheck:
     try:
         models = asyncio.run(adapter.list_models(api_key=api_key, base_url=credential.base_url))
     except ProviderError as exc:
-        message = _scrub(str(exc), api_key)
+        message = crypto.scrub(str(exc), api_key)
         if exc.status in (401, 403):
             message = f"The key was refused ({exc.status}): check that it is correct and active."
         elif exc.status == 404:

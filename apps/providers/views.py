@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import uuid
+
 from django.core.exceptions import ValidationError
+from django.http import HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
@@ -70,6 +73,10 @@ def credential_models(request):
     public_id = request.GET.get("credential") or ""
     credential = None
     if public_id:
+        try:
+            public_id = uuid.UUID(public_id)
+        except ValueError:
+            return HttpResponse("Choose a saved credential.", status=400)
         credential = get_object_or_404(credentials_for_user(user=request.user), public_id=public_id)
     models = services.credential_models(credential=credential)
     selected = request.GET.get("model", "")

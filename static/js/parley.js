@@ -10,6 +10,22 @@
     { code: "[45]..", swap: false, error: true },
   ];
 
+  // A request that failed (a 4xx the page does not swap, a 503 while Redis is away): say so
+  // in words, with the server's own message when it sent plain text.
+  document.addEventListener("htmx:responseError", function (evt) {
+    const box = document.getElementById("request-error");
+    if (!box) return;
+    const xhr = evt.detail.xhr;
+    const plain = (xhr.getResponseHeader("Content-Type") || "").startsWith("text/plain");
+    box.textContent = plain && xhr.responseText ? xhr.responseText
+      : "That did not work (" + xhr.status + "). Nothing was lost; try again.";
+    box.hidden = false;
+  });
+  document.addEventListener("htmx:beforeRequest", function () {
+    const box = document.getElementById("request-error");
+    if (box) box.hidden = true;
+  });
+
   function transcript() { return document.getElementById("transcript"); }
 
   function atBottom() {

@@ -150,7 +150,8 @@ def mode_command(*, thread, session, author, argument):
 @command("rounds", "/rounds N", "let the roles continue among themselves for N rounds (0 = off)")
 def rounds_command(*, thread, session, author, argument):
     limit = settings.PARLEY_MAX_AUTO_ROUNDS
-    if not argument.isdigit() or int(argument) > limit:
+    # ASCII digits only: str.isdigit() also accepts "²", which int() refuses.
+    if not re.fullmatch(r"[0-9]{1,3}", argument) or int(argument) > limit:
         raise ValidationError(f"Use /rounds with a number from 0 to {limit}.", code="bad_command")
     session.auto_rounds = int(argument)
     session.save(update_fields=["auto_rounds", "updated_at"])

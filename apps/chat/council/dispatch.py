@@ -6,20 +6,28 @@ task module sits above it, in the entry points).
 
 from __future__ import annotations
 
+import logging
 from functools import partial
 
 from celery import current_app
 from django.db import transaction
 from django.utils import timezone
+from kombu.exceptions import OperationalError
+from redis.exceptions import RedisError
 
 from apps.chat.models import Message
 
+logger = logging.getLogger(__name__)
 RUN_REPLY_TASK = "apps.chat.tasks.run_reply"
 
 
 def enqueue_reply(message_pk: int) -> None:
-    """Send one reply's task to the workers now."""
-    current_app.send_task(RUN_REPLY_TASK, args=[message_pk])
+    """Send one reply's task to the workers now. With the broker away the reply stays queued
+    with its dispatch time set, and the workers' recovery sweep enqueues it once it is back."""
+    try:
+        current_app.send_task(RUN_REPLY_TASK, args=[message_pk])
+    except (OperationalError, RedisError, OSError) as exc:
+        logger.warning("Could not enqueue reply %s (%s); recovery will", message_pk, exc)
 
 
 def dispatch(messages: list[Message]) -> None:

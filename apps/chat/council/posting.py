@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import uuid
+
 from django.conf import settings
 from django.core.exceptions import ValidationError
-from django.db import transaction
+from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from apps.chat.council import orchestration
@@ -62,15 +64,41 @@ def _routing_notices(route: Route, links: list[SessionRole]) -> list[str]:
     return notices
 
 
-def message_post(*, thread: Thread, author, text: str) -> PostedMessage:
+def message_post(
+    *, thread: Thread, author, text: str, client_token: uuid.UUID | None = None
+) -> PostedMessage:
     """Save a user's message, route it and queue one reply per target.
 
     Slash commands are run instead of posted. The replies are published and enqueued when the
     transaction commits; the answers-last roles wait for the others (see `orchestration`).
+    A `client_token` already used in this thread (the same form sent twice) posts nothing
+    and returns the message it posted the first time.
     """
     text = validate_message_text(text)
     if is_command(text):
         return run_command(thread=thread, author=author, text=text)
+    if client_token is not None:
+        earlier = _posted_with(thread, client_token)
+        if earlier is not None:
+            return earlier
+    try:
+        return _post(thread=thread, author=author, text=text, client_token=client_token)
+    except IntegrityError:
+        earlier = _posted_with(thread, client_token) if client_token else None
+        if earlier is None:
+            raise
+        return earlier  # the same form, sent twice at once: the other request posted it
+
+
+def _posted_with(thread: Thread, client_token: uuid.UUID) -> PostedMessage | None:
+    message = Message.objects.filter(thread=thread, client_token=client_token).first()
+    if message is None:
+        return None
+    replies = list(Message.objects.filter(turn__user_message=message).order_by("seq"))
+    return PostedMessage(user_message=message, replies=replies)
+
+
+def _post(*, thread: Thread, author, text: str, client_token: uuid.UUID | None) -> PostedMessage:
     text = text.removeprefix("/") if text.startswith("//") else text
     session = Session.objects.select_related("credential").get(pk=thread.session_id)
     links = session_links(session=session)
@@ -92,6 +120,7 @@ def message_post(*, thread: Thread, author, text: str) -> PostedMessage:
             author=author,
             content=[{"type": "text", "text": text}],
             status=MessageStatus.DONE,
+            client_token=client_token,
         )
         notice_messages = [
             notice_create(thread=thread, text=notice, seq=next(seqs)) for notice in notices

@@ -7,12 +7,14 @@ controls (summary strip, role picker, addressing line) to every tab on any of it
 
 from __future__ import annotations
 
+import logging
 import uuid
 from collections.abc import Callable, Iterable
 
 from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
 from django.db import transaction
+from redis.exceptions import RedisError
 
 from apps.chat.display.bubbles import (
     bubble_fragments,
@@ -24,6 +26,8 @@ from apps.chat.models import Message, Session, Thread
 
 # A settled bubble outranks every delta of its stream, whatever arrives late.
 SETTLED_SEQ = 2**31 - 1
+
+logger = logging.getLogger(__name__)
 
 
 def thread_group(thread_public_id: uuid.UUID | str) -> str:
@@ -39,8 +43,12 @@ def _send_on_commit(events_of: Callable[[], Iterable[tuple[str, dict]]]) -> None
 
     def send() -> None:
         group_send = async_to_sync(get_channel_layer().group_send)
-        for group, event in events_of():
-            group_send(group, event)
+        try:
+            for group, event in events_of():
+                group_send(group, event)
+        except (RedisError, OSError) as exc:
+            # The change is saved; the tabs catch up when they reconnect and sync.
+            logger.warning("Could not announce a change to open tabs (%s)", exc)
 
     transaction.on_commit(send)
 

@@ -9,7 +9,10 @@ contained and repairing a gap with a fresh snapshot.
 
 from __future__ import annotations
 
+import asyncio
 import json
+import logging
+import time
 import uuid
 
 from channels.db import database_sync_to_async
@@ -21,9 +24,16 @@ from apps.chat.display.bubbles import bubble_fragments
 from apps.chat.models import Thread
 from apps.chat.selectors import messages_to_sync, thread_message, threads_for_user
 
+logger = logging.getLogger(__name__)
 CLOSE_UNAUTHENTICATED = 4401
 CLOSE_NOT_FOUND = 4404
+CLOSE_RECONNECT = 1012  # "service restart": the page reconnects, syncs and catches up
 MAX_PENDING_IDS = 500
+# A page syncs once per connection; more often than this is a broken or hostile client, and
+# each sync renders a snapshot.
+SYNC_MIN_INTERVAL_SECONDS = 1.0
+# How often a tab checks that Redis (and the channel layer's groups) did not restart empty.
+EPOCH_CHECK_SECONDS = 5.0
 # The last frame of a sync: the page (and tests) know the tab has caught up.
 SYNCED = '<div id="sync-state" hx-swap-oob="true" data-synced="true"></div>'
 
@@ -33,6 +43,9 @@ class ThreadConsumer(AsyncWebsocketConsumer):
         self.thread: Thread | None = None
         self.groups_joined: list[str] = []
         self.seen: dict[str, int] = {}  # message id -> last sequence number this tab has
+        self.last_sync = -SYNC_MIN_INTERVAL_SECONDS
+        self.epoch = ""  # the Redis epoch when this tab joined its groups
+        self.epoch_watch: asyncio.Task | None = None
         user = self.scope.get("user")
         # Accept, then close with a 4xxx code: browsers and htmx do not retry those.
         await self.accept()
@@ -44,32 +57,46 @@ class ThreadConsumer(AsyncWebsocketConsumer):
             await self.close(code=CLOSE_NOT_FOUND)
 
     async def disconnect(self, code: int) -> None:
+        if self.epoch_watch is not None:
+            self.epoch_watch.cancel()
         for group in self.groups_joined:
-            await self.channel_layer.group_discard(group, self.channel_name)
+            try:
+                await self.channel_layer.group_discard(group, self.channel_name)
+            except Exception:  # Redis is away; the group entry expires on its own
+                break
 
     async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
+        """Only `sync` frames mean anything; anything malformed is ignored, never fatal."""
         thread = self.thread
         if thread is None or not text_data:
             return
         try:
             data = json.loads(text_data)
-        except ValueError:
+        except (ValueError, RecursionError):
             return
-        if isinstance(data, dict) and data.get("type") == "sync":
-            await self._catch_up(thread, data)
+        if not isinstance(data, dict) or data.get("type") != "sync":
+            return
+        now = time.monotonic()
+        if now - self.last_sync < SYNC_MIN_INTERVAL_SECONDS:
+            return
+        self.last_sync = now
+        await self._catch_up(thread, data)
 
     async def _catch_up(self, thread: Thread, data: dict) -> None:
-        try:
-            after_seq = max(0, int(data.get("after_seq", 0)))
-        except (TypeError, ValueError):
-            after_seq = 0
+        after_seq = data.get("after_seq", 0)
+        if isinstance(after_seq, bool) or not isinstance(after_seq, int):
+            after_seq = 0  # Infinity, NaN, strings, floats: start from nothing
+        after_seq = min(max(0, after_seq), events.SETTLED_SEQ)
+        raw_pending = data.get("pending")
         pending = []
-        for raw in list(data.get("pending") or [])[:MAX_PENDING_IDS]:
+        for raw in raw_pending[:MAX_PENDING_IDS] if isinstance(raw_pending, list) else []:
             try:
                 pending.append(str(uuid.UUID(str(raw))))
             except ValueError:
                 continue
         if not self.groups_joined:
+            self.epoch = await livestate.redis_epoch(livestate.async_client())
+            self.epoch_watch = asyncio.ensure_future(self._watch_epoch())
             # Join before reading the snapshot: anything published after the read arrives
             # through the group, and whatever overlaps is dropped by its sequence number.
             self.groups_joined = [
@@ -99,6 +126,20 @@ class ThreadConsumer(AsyncWebsocketConsumer):
         appended = await database_sync_to_async(bubble_fragments)(new, live_texts=live_texts)
         await self._send_frames(frames.pack(replaced) + frames.pack(appended, appended=True))
         await self.send(text_data=SYNCED)
+
+    async def _watch_epoch(self) -> None:
+        """Redis restarted empty: the groups this tab joined are gone with it. Close with
+        "service restart"; the page reconnects, joins again and catches up exactly."""
+        while True:
+            await asyncio.sleep(EPOCH_CHECK_SECONDS)
+            try:
+                epoch = await livestate.redis_epoch(livestate.async_client())
+            except Exception as exc:  # Redis is away; look again
+                logger.debug("Could not read the Redis epoch: %s", exc)
+                continue
+            if epoch != self.epoch:
+                await self.close(code=CLOSE_RECONNECT)
+                return
 
     async def _send_frames(self, texts: list[str]) -> None:
         for text in texts:

@@ -33,6 +33,7 @@ from apps.chat.records.replies import (
     reply_secret,
 )
 from apps.providers.calls import converse
+from apps.providers.crypto import scrub
 from apps.providers.registry import get_adapter
 from apps.providers.types import ProviderError, TextDelta, ToolCall, ToolResult, Usage
 
@@ -56,7 +57,7 @@ async def stream_reply(hub: StreamHub, message_pk: int) -> None:
     try:
         claim = await in_db_thread(message_claim)(message_id=message_pk)
         if claim is not None and claim.gave_up:
-            await _announce_final(hub, claim.message)
+            await _announce_final(hub, claim.message, after_seq=events.SETTLED_SEQ - 1)
         elif claim is not None:
             await _stream_claimed(hub, claim.message, lease, resumed=claim.resumed)
     finally:
@@ -101,11 +102,12 @@ async def _stream_claimed(hub: StreamHub, message: Message, lease: str, *, resum
     first_token_at: float | None = None
     usage = Usage()
 
+    api_key = ""  # known once decrypted, for scrubbing the errors
     # A taken-over reply keeps every word already shown and asks the model to go on from it.
     resume_text = await _resumed_text(hub, message) if resumed else ""
     live.resume_from(resume_text)
-    start_seq = await livestate.live_reset(hub.redis, live.message_id, resume_text)
-    await _publish_state(hub, live.group, message, seq=start_seq, live_text=resume_text)
+    live.seq = await livestate.live_reset(hub.redis, live.message_id, resume_text)
+    await _publish_state(hub, live.group, message, seq=live.seq, live_text=resume_text)
     # The continuation's leading blanks would double the ones the cut-off text ends with.
     joining = resume_text[-1:].isspace()
 
@@ -116,12 +118,12 @@ async def _stream_claimed(hub: StreamHub, message: Message, lease: str, *, resum
         """Tool calls and results appear in the bubble while the reply goes on."""
         async with live.publishing:
             await hub.flush_locked(live)
-            seq = await livestate.live_append(hub.redis, live.message_id, "")
+            seq = await hub.state_seq(live)
             message.content = live.content()
             await _publish_state(hub, live.group, message, seq=seq, live_text=live.text)
 
     async def consume() -> None:
-        nonlocal first_token_at, usage, joining
+        nonlocal first_token_at, usage, joining, api_key
         api_key, base_url = await in_db_thread(reply_secret)(message=message)
         adapter = get_adapter(message.provider)
         summary = None
@@ -174,8 +176,8 @@ async def _stream_claimed(hub: StreamHub, message: Message, lease: str, *, resum
         if not live.stream_task.cancelled():
             raise  # the hub itself is being cancelled
         status = MessageStatus.INTERRUPTED
-    except ProviderError as exc:
-        status, error = MessageStatus.ERROR, str(exc)
+    except ProviderError as exc:  # providers quote keys back (401 bodies do): never kept
+        status, error = MessageStatus.ERROR, scrub(str(exc), api_key)
     except TimeoutError:
         status = MessageStatus.ERROR
         error = f"The reply took longer than {settings.PARLEY_REPLY_TIMEOUT_SECONDS} s."
@@ -212,18 +214,18 @@ async def _settle(
     if status == MessageStatus.INTERRUPTED and await livestate.restart_requested(
         hub.redis, live.message_id
     ):  # "Apply now": the same reply again, with the session's new settings
-        await _publish_final(hub, final)
+        await _publish_final(hub, final, after_seq=live.seq)
         await livestate.clear_cancel(hub.redis, live.message_id)
         await livestate.lease_release(hub.redis, message.pk, live.lease)  # the rerun takes over
         await in_db_thread(reply_rerun)(message=final)
         return
-    await _announce_final(hub, final)
+    await _announce_final(hub, final, after_seq=live.seq)
 
 
-async def _publish_final(hub: StreamHub, final: Message) -> None:
+async def _publish_final(hub: StreamHub, final: Message, *, after_seq: int) -> None:
     """The final full replace, outranking every delta, on every tab of the thread."""
     message_id = str(final.public_id)
-    final_seq = await livestate.live_finish(hub.redis, message_id)
+    final_seq = await livestate.live_finish(hub.redis, message_id, at_least=after_seq + 1)
     await _publish_state(hub, events.thread_group(final.thread.public_id), final, seq=final_seq)
     controls = await in_db_thread(events.session_controls_event)(session_id=final.thread.session_id)
     await events.publish_state(  # the summary strip counts this reply now
@@ -231,9 +233,12 @@ async def _publish_final(hub: StreamHub, final: Message) -> None:
     )
 
 
-async def _announce_final(hub: StreamHub, final: Message) -> None:
+async def _announce_final(hub: StreamHub, final: Message, *, after_seq: int) -> None:
     """Show a settled reply everywhere and let its turn go on."""
-    await _publish_final(hub, final)
+    try:
+        await _publish_final(hub, final, after_seq=after_seq)
+    except Exception:  # Redis is away: tabs catch up when they reconnect; the turn goes on
+        logger.warning("Could not push the final state of reply %s", final.public_id)
     await livestate.clear_cancel(hub.redis, str(final.public_id))
     if final.turn_id is not None:
         await in_db_thread(orchestration.turn_advance)(turn_id=final.turn_id)

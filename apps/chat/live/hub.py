@@ -156,16 +156,42 @@ class StreamHub:
         seqs = await livestate.live_append_many(
             self.redis, [(live.message_id, chunk) for live, chunk in chunks]
         )
-        for live, chunk in chunks:
+        deltas = []
+        for (live, chunk), seq in zip(chunks, seqs, strict=True):
             live.published += len(chunk)
-        await asyncio.gather(
-            *(
-                events.publish_delta(
-                    self.layer, group=live.group, message_id=live.message_id, seq=seq, text=chunk
+            if seq < 0:
+                await self._reseed(live)
+            else:
+                live.seq = seq
+                deltas.append(
+                    events.publish_delta(
+                        self.layer,
+                        group=live.group,
+                        message_id=live.message_id,
+                        seq=seq,
+                        text=chunk,
+                    )
                 )
-                for (live, chunk), seq in zip(chunks, seqs, strict=True)
-            )
+        await asyncio.gather(*deltas)
+
+    async def _reseed(self, live: LiveReply) -> int:
+        """Redis lost this reply's tail (it restarted empty): put the text published so far
+        back, numbered after every delta sent, and show it whole on every tab."""
+        live.seq += 1
+        text = live.text[: live.published]
+        await livestate.live_reseed(self.redis, live.message_id, text, live.seq)
+        event = await in_db_thread(events.state_event)(
+            message=live.message, seq=live.seq, live_text=text
         )
+        await events.publish_state(self.layer, group=live.group, event=event)
+        return live.seq
+
+    async def state_seq(self, live: LiveReply) -> int:
+        """A sequence number for a full-state push of a streaming reply (the caller holds its
+        `publishing` lock)."""
+        seq = await livestate.live_append(self.redis, live.message_id, "")
+        live.seq = seq if seq >= 0 else await self._reseed(live)
+        return live.seq
 
     async def _publish_due(self) -> None:
         due = [

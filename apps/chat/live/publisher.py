@@ -20,6 +20,7 @@ class LiveReply:
     """
 
     def __init__(self, *, message: Message, lease: str) -> None:
+        self.message = message
         self.message_pk = message.pk
         self.message_id = str(message.public_id)
         self.group = events.thread_group(message.thread.public_id)
@@ -28,6 +29,7 @@ class LiveReply:
         self.parts: list[dict[str, Any]] = []  # tool calls and results between text runs
         self.text_in_parts = 0
         self.published = 0  # how much of `text` is in the tail and on its way to the tabs
+        self.seq = 0  # the last sequence number sent to the tabs
         self.checkpointed = 0
         self.last_checkpoint = time.monotonic()
         self.publishing = asyncio.Lock()  # one publish of this reply at a time, in order

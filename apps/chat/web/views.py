@@ -101,6 +101,11 @@ def session_settings(request, session):
         return render(request, "chat/_settings.html", {"session": session, "form": form})
     if request.method != "POST":
         return HttpResponse(status=405)
+    raw_thread = request.POST.get("thread", "")
+    try:  # the thread the dialog was opened from, checked before anything is saved
+        thread_id = uuid.UUID(raw_thread) if raw_thread else None
+    except ValueError:
+        return HttpResponse("Say which thread the settings were opened from.", status=400)
     form = _settings_form(request, session, request.POST)
     streaming = thread_in_flight_for_session(session=session)
     apply = request.POST.get("apply", "")
@@ -110,8 +115,10 @@ def session_settings(request, session):
     lifecycle.session_apply_settings(
         session=session, change=form.change(), apply_now=apply == "now"
     )
-    thread = threads_for_user(user=request.user).filter(public_id=request.POST.get("thread"))
-    context = {**chat_context(session=session, thread=thread.first()), "saved": True}
+    thread = None
+    if thread_id is not None:
+        thread = threads_for_user(user=request.user).filter(public_id=thread_id).first()
+    context = {**chat_context(session=session, thread=thread), "saved": True}
     response = render(request, "chat/_settings_saved.html", context)
     response["HX-Trigger"] = "parley:settings-saved"
     return response
@@ -119,13 +126,18 @@ def session_settings(request, session):
 
 def chat_context(*, session, thread) -> dict:
     """What the composer, the role picker and the summary strip show."""
-    return {**session_controls_context(session), "thread": thread}
+    return {**session_controls_context(session), "thread": thread, "client_token": uuid.uuid4()}
 
 
 def composer_context(*, session, thread) -> dict:
     """What the composer shows (its role picker and addressing line; not the summary strip,
     whose totals cost a query over the whole session, on every message sent)."""
-    return {"session": session, "links": session_links(session=session), "thread": thread}
+    return {
+        "session": session,
+        "links": session_links(session=session),
+        "thread": thread,
+        "client_token": uuid.uuid4(),  # a new one per composer: see message_post
+    }
 
 
 @require_GET
@@ -233,8 +245,14 @@ def message_create(request, thread):
     form = MessageForm(request.POST)
     text = request.POST.get("text", "")
     try:
+        client_token: uuid.UUID | None = uuid.UUID(request.POST.get("client_token", ""))
+    except ValueError:
+        client_token = None  # an old page without a token: posted as it is
+    try:
         form.is_valid()
-        posted = posting.message_post(thread=thread, author=request.user, text=text)
+        posted = posting.message_post(
+            thread=thread, author=request.user, text=text, client_token=client_token
+        )
     except ValidationError as exc:
         # Keep what the person typed: an error never loses their words.
         context = {
