@@ -263,11 +263,14 @@ def stalled_reply(thread, alice) -> Message:
         thread=thread, seq=user_seq, speaker="user", author=alice,
         content=[{"type": "text", "text": "hello"}],
     )  # fmt: skip
-    return Message.objects.create(
+    reply = Message.objects.create(
         thread=thread, seq=reply_seq, speaker="assistant", status=MessageStatus.STREAMING,
         content=[{"type": "text", "text": "half a "}], provider="demo", model="demo-1",
         dispatched_at=timezone.now() - timedelta(minutes=5), attempt=1,
     )  # fmt: skip
+    # Its last checkpoint is as old: nobody has written it since.
+    Message.objects.filter(pk=reply.pk).update(updated_at=timezone.now() - timedelta(minutes=5))
+    return reply
 
 
 def test_a_reply_left_behind_by_a_dead_worker_is_recovered(

@@ -184,9 +184,14 @@ def replies_recover(*, grace_seconds: int = livestate.LEASE_TTL_SECONDS) -> list
     never started is advanced.
     """
     cutoff = timezone.now() - timedelta(seconds=grace_seconds)
+    # A recent checkpoint also means a live stream: right after Redis restarted empty, its
+    # worker re-takes the lease within a renewal, and must not be taken over meanwhile.
     stalled = list(
         Message.objects.filter(
-            status__in=IN_FLIGHT, dispatched_at__isnull=False, dispatched_at__lt=cutoff
+            status__in=IN_FLIGHT,
+            dispatched_at__isnull=False,
+            dispatched_at__lt=cutoff,
+            updated_at__lt=cutoff,
         ).values_list("pk", flat=True)
     )
     held = livestate.leases_held(stalled)

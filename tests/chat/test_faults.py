@@ -1,0 +1,264 @@
+"""Faults with the real parts: a worker killed mid-stream, Redis restarted empty, Stop while a
+worker is dead, two web and two worker processes. A provider stand-in streams numbered words,
+so a lost or repeated word shows."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import signal
+import time
+
+import aiohttp
+import pytest
+
+from apps.chat.models import Message, MessageStatus
+from apps.chat.records.sessions import session_create, session_set_provider
+from apps.providers.emulator import Script
+from apps.providers.services import credential_save
+from tests.chat.test_live_streaming import session_cookie
+from tests.conftest import wait_until
+from tests.topology import FollowedTab, Topology
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+WORDS = "".join(f"w{n} " for n in range(1, 501)).rstrip()  # ~12 s at 40 tokens a second
+CSRF = re.compile(r'name="csrfmiddlewaretoken" value="([^"]+)"')
+
+
+@pytest.fixture
+def topology(tmp_path):
+    topology = Topology(tmp_path)
+    yield topology
+    topology.stop()
+
+
+@pytest.fixture
+def numbered_thread(alice, roles, emulator):
+    """A thread whose assistant is an OpenAI-compatible upstream streaming numbered words, and
+    continuing them exactly when asked to go on from a cut-off answer."""
+    emulator.script(
+        Script(text=WORDS, tokens_per_second=40, provider="openai"),
+        Script(text=WORDS, tokens_per_second=40, resumes=True, provider="openai"),
+    )
+    credential = credential_save(
+        owner=alice, name="Numbered words", provider="openai_compatible",
+        base_url=f"{emulator.url}/v1", api_key="sk-test-numbered-words-key-0000",
+    )  # fmt: skip
+    session = session_create(owner=alice, name="Faults")
+    session_set_provider(session=session, credential=credential, model="gpt-4.1")
+    return session.active_thread
+
+
+def cookie_for(user) -> str:
+    return session_cookie(user).decode()
+
+
+async def post(web, thread_id: str, cookie: str, text: str) -> None:
+    """The composer's POST, as a browser sends it."""
+    async with aiohttp.ClientSession(headers={"Cookie": cookie}) as http:
+        async with http.get(f"{web.url}/t/{thread_id}/") as page:
+            token = CSRF.search(await page.text())[1]
+            csrf_cookie = page.cookies["csrftoken"].value
+        async with http.post(
+            f"{web.url}/t/{thread_id}/messages/",
+            data={"text": text, "csrfmiddlewaretoken": token},
+            headers={"Cookie": f"{cookie}; csrftoken={csrf_cookie}", "HX-Request": "true",
+                     "Referer": web.url},
+        ) as response:  # fmt: skip
+            assert response.status == 200, await response.text()
+
+
+async def interrupt(web, thread_id: str, cookie: str) -> float:
+    async with aiohttp.ClientSession(headers={"Cookie": cookie}) as http:
+        async with http.get(f"{web.url}/t/{thread_id}/") as page:
+            token = CSRF.search(await page.text())[1]
+            csrf_cookie = page.cookies["csrftoken"].value
+        started = time.monotonic()
+        async with http.post(
+            f"{web.url}/t/{thread_id}/interrupt/",
+            headers={"Cookie": f"{cookie}; csrftoken={csrf_cookie}", "X-CSRFToken": token,
+                     "HX-Request": "true", "Referer": web.url},
+        ) as response:  # fmt: skip
+            assert response.status < 300, await response.text()
+        return time.monotonic() - started
+
+
+def reply_of(thread) -> Message:
+    return wait_until(lambda: Message.objects.filter(thread=thread, speaker="assistant").first())
+
+
+def status_on(tab, reply: Message | None) -> str | None:
+    return tab.status(str(reply.public_id)) if reply is not None else None
+
+
+def words_shown(tab: FollowedTab, reply: Message | None) -> int:
+    bubble = tab.tab.bubbles.get(str(reply.public_id)) if reply is not None else None
+    return len(bubble.text.split()) if bubble else 0
+
+
+def assert_never_lost_or_repeated(tab: FollowedTab, reply: Message) -> None:
+    """Everything the tab showed of the reply, at every moment, was a prefix of the answer."""
+    shown = tab.seen_texts.get(str(reply.public_id), [])
+    assert shown, "the tab never showed the reply streaming"
+    for text in shown:
+        assert WORDS.startswith(text), f"the tab showed text that is not the answer: {text[-80:]!r}"
+    lengths = [len(text) for text in shown]
+    assert lengths == sorted(lengths), "text shown on the tab disappeared"
+
+
+async def until_shown(tab: FollowedTab, reply_ref, words: int, topology: Topology) -> None:
+    """Wait until the tab shows `words` words of the reply (failing loudly after a while)."""
+    deadline = time.monotonic() + 30
+    while words_shown(tab, reply_ref()) < words:
+        assert time.monotonic() < deadline, (
+            f"the tab showed {words_shown(tab, reply_ref())} words; frames: "
+            f"{tab.tab.frames[-3:]}\n{topology.logs()}"
+        )
+        await asyncio.sleep(0.05)
+
+
+def streaming_worker(topology: Topology):
+    return next(c for c in topology.children if "run_reply" in c.output() and "worker" in c.name)
+
+
+def test_a_killed_worker_s_reply_is_taken_over_and_goes_on_without_a_lost_or_repeated_word(
+    alice, numbered_thread, emulator, topology
+):
+    """Two web and two worker processes: post through one web, follow through the other, kill
+    the worker that streams; the other takes over from what the tab was shown."""
+    workers = [topology.start_worker("worker-a"), topology.start_worker("worker-b")]
+    web_a, web_b = topology.start_web("web-a"), topology.start_web("web-b")
+    for worker in workers:
+        topology.wait_worker_ready(worker)
+    cookie = cookie_for(alice)
+    thread_id = str(numbered_thread.public_id)
+    tab = FollowedTab(web_b, thread_id, cookie)
+
+    async def scenario() -> tuple[float, float]:
+        following = asyncio.ensure_future(tab.follow(lambda t: status_on(t, reply) == "done"))
+        await post(web_a, thread_id, cookie, "@assistant count for me")
+        await until_shown(tab, lambda: reply, 60, topology)
+        victim = streaming_worker(topology)
+        victim.process.send_signal(signal.SIGKILL)
+        killed_at, before = time.monotonic(), words_shown(tab, reply)
+        while words_shown(tab, reply) <= before:
+            await asyncio.sleep(0.05)
+        taken_over = time.monotonic() - killed_at
+        await asyncio.wait_for(following, 60)
+        return taken_over, before
+
+    reply = None
+
+    async def run():
+        nonlocal reply
+        watcher = asyncio.ensure_future(asyncio.to_thread(reply_of, numbered_thread))
+        await asyncio.sleep(0)
+        task = asyncio.ensure_future(scenario())
+        reply = await watcher
+        return await task
+
+    taken_over, shown_before = asyncio.run(run())
+    final = Message.objects.get(pk=reply.pk)
+    assert final.status == MessageStatus.DONE, topology.logs()
+    assert final.text == WORDS  # every word once, in order
+    assert final.attempt == 2
+    assert_never_lost_or_repeated(tab, final)
+    # The second request asked the model to go on from at least what the tab had shown.
+    resumed = emulator.requests[-1].body["messages"]
+    assert resumed[-2]["role"] == "assistant"
+    assert len(resumed[-2]["content"].split()) >= shown_before
+    assert taken_over < 30, f"took {taken_over:.1f} s to take over"  # bench/chaos.py measures
+
+
+def test_stop_while_the_worker_is_dead_settles_at_once_and_keeps_the_text(
+    alice, numbered_thread, topology
+):
+    worker = topology.start_worker("worker")
+    web = topology.start_web("web")
+    topology.wait_worker_ready(worker)
+    cookie = cookie_for(alice)
+    thread_id = str(numbered_thread.public_id)
+    tab = FollowedTab(web, thread_id, cookie)
+
+    async def scenario() -> float:
+        following = asyncio.ensure_future(
+            tab.follow(lambda t: status_on(t, reply) == "interrupted")
+        )
+        await post(web, thread_id, cookie, "@assistant count for me")
+        await until_shown(tab, lambda: reply, 60, topology)
+        worker.process.send_signal(signal.SIGKILL)
+        worker.process.wait()
+        took = await interrupt(web, thread_id, cookie)
+        await asyncio.wait_for(following, 10)
+        return took
+
+    reply = None
+
+    async def run():
+        nonlocal reply
+        watcher = asyncio.ensure_future(asyncio.to_thread(reply_of, numbered_thread))
+        await asyncio.sleep(0)
+        task = asyncio.ensure_future(scenario())
+        reply = await watcher
+        return await task
+
+    took = asyncio.run(run())
+    stopped = Message.objects.get(pk=reply.pk)
+    assert took < 1.5, f"Stop took {took:.2f} s"
+    assert stopped.status == MessageStatus.INTERRUPTED
+    shown = tab.seen_texts[str(reply.public_id)][-1]
+    assert stopped.text and WORDS.startswith(stopped.text)
+    assert len(stopped.text) >= len(shown.rstrip())  # nothing the tab showed was dropped
+
+    # A worker that starts later and sweeps for unfinished replies leaves it as it is.
+    topology.wait_worker_ready(topology.start_worker("worker-later"))
+    time.sleep(3)
+    assert Message.objects.get(pk=reply.pk).text == stopped.text
+    assert Message.objects.get(pk=reply.pk).status == MessageStatus.INTERRUPTED
+
+
+def test_redis_restarting_empty_mid_stream_loses_no_word_and_the_worker_carries_on(
+    alice, numbered_thread, topology
+):
+    worker = topology.start_worker("worker")
+    web = topology.start_web("web")
+    topology.wait_worker_ready(worker)
+    cookie = cookie_for(alice)
+    thread_id = str(numbered_thread.public_id)
+    tab = FollowedTab(web, thread_id, cookie)
+
+    async def scenario() -> None:
+        following = asyncio.ensure_future(tab.follow(lambda t: status_on(t, reply) == "done"))
+        await post(web, thread_id, cookie, "@assistant count for me")
+        await until_shown(tab, lambda: reply, 60, topology)
+        topology.kill_redis()
+        await asyncio.sleep(2)
+        topology.start_redis_again()
+        try:
+            await asyncio.wait_for(following, 60)
+        except TimeoutError:
+            stored = await asyncio.to_thread(lambda: Message.objects.get(pk=reply.pk))
+            raise AssertionError(
+                f"reply {stored.status} with {len(stored.text.split())} words; tab closes "
+                f"{tab.closes}, reconnects {tab.reconnects}\n{topology.logs()}"
+            ) from None
+
+    reply = None
+
+    async def run():
+        nonlocal reply
+        watcher = asyncio.ensure_future(asyncio.to_thread(reply_of, numbered_thread))
+        await asyncio.sleep(0)
+        task = asyncio.ensure_future(scenario())
+        reply = await watcher
+        await task
+
+    asyncio.run(run())
+    assert worker.alive(), worker.output()[-3000:]
+    final = Message.objects.get(pk=reply.pk)
+    assert final.status == MessageStatus.DONE
+    assert final.text == WORDS
+    assert final.attempt == 1  # the same run carried on; nothing was taken over
+    assert_never_lost_or_repeated(tab, final)
+    assert tab.reconnects >= 1  # the tab noticed, reconnected and caught up

@@ -1,0 +1,202 @@
+"""Parley as deployed, for fault tests: separate daphne and Celery worker processes (the
+Procfile's commands) on the test database, with their own Redis that a test may kill and
+restart, and tabs that follow a thread over a real websocket.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import aiohttp
+from django.conf import settings
+from django.db import connection
+
+from config.embedded_redis import EmbeddedRedis, free_port, start_embedded_redis
+from tests.chat.tabs import Tab
+
+ROOT = Path(__file__).resolve().parent.parent
+BIN = Path(sys.executable).parent
+
+
+def database_url() -> str:
+    """The test database, as a URL the child processes can open."""
+    db = connection.settings_dict
+    if db["ENGINE"].endswith("sqlite3"):
+        return f"sqlite:///{db['NAME']}"
+    user = db.get("USER") or ""
+    password = f":{db['PASSWORD']}" if db.get("PASSWORD") else ""
+    host = db.get("HOST") or "127.0.0.1"
+    port = db.get("PORT") or "5432"
+    return f"postgres://{user}{password}@{host}:{port}/{db['NAME']}"
+
+
+@dataclass
+class Child:
+    name: str
+    process: subprocess.Popen
+    log: Path
+    port: int = 0
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def output(self) -> str:
+        return self.log.read_text(errors="replace")
+
+    def alive(self) -> bool:
+        return self.process.poll() is None
+
+
+@dataclass
+class Topology:
+    workdir: Path
+    redis: EmbeddedRedis | None = None
+    children: list[Child] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.redis = start_embedded_redis()
+        run = uuid.uuid4().hex[:8]
+        self.env = {
+            **os.environ,
+            "DATABASE_URL": database_url(),
+            "REDIS_URL": self.redis.url,
+            "PARLEY_TASK_QUEUE": f"parley-faults-{run}",
+            "PARLEY_CHANNEL_PREFIX": f"parley-faults-{run}",
+            "PARLEY_RECOVERY_INTERVAL_SECONDS": "1",
+            "PARLEY_VAR_DIR": str(self.workdir),
+            "SECRET_KEY": settings.SECRET_KEY,  # the test's session cookies are valid here
+            "PARLEY_ENCRYPTION_KEYS": ",".join(settings.PARLEY_ENCRYPTION_KEYS),
+            "DEBUG": "false",
+            "PYTHONUNBUFFERED": "1",
+        }
+
+    def start_worker(self, name: str = "worker") -> Child:
+        return self._start(
+            name,
+            [str(BIN / "celery"), "-A", "config", "worker", "--pool", "threads",
+             "--concurrency", "64", "--loglevel", "INFO", "-n", f"{name}@%h",
+             "-Q", self.env["PARLEY_TASK_QUEUE"]],
+        )  # fmt: skip
+
+    def start_web(self, name: str = "web") -> Child:
+        port = free_port()
+        child = self._start(
+            name,
+            [str(BIN / "daphne"), "-b", "127.0.0.1", "-p", str(port), "config.asgi:application"],
+        )
+        child.port = port
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                import urllib.request
+
+                urllib.request.urlopen(f"{child.url}/login/", timeout=1).close()
+                return child
+            except OSError:
+                assert child.alive() and time.monotonic() < deadline, child.output()
+                time.sleep(0.2)
+
+    def _start(self, name: str, argv: list[str]) -> Child:
+        log = self.workdir / f"{name}.log"
+        process = subprocess.Popen(
+            argv, cwd=ROOT, env=self.env, stdout=log.open("w"), stderr=subprocess.STDOUT
+        )
+        child = Child(name, process, log)
+        self.children.append(child)
+        return child
+
+    def wait_worker_ready(self, child: Child, timeout: float = 60) -> None:
+        deadline = time.monotonic() + timeout
+        while "ready." not in child.output():
+            assert child.alive() and time.monotonic() < deadline, child.output()
+            time.sleep(0.2)
+
+    def kill_redis(self) -> None:
+        assert self.redis is not None
+        self.redis.process.kill()
+        self.redis.process.wait()
+
+    def start_redis_again(self) -> None:
+        """The same port, empty, as a restarted Redis without persistence comes back."""
+        assert self.redis is not None
+        self.redis.workdir.cleanup()
+        self.redis = start_embedded_redis(port=self.redis.port)
+
+    def stop(self) -> None:
+        for child in self.children:
+            if child.alive():
+                child.process.send_signal(signal.SIGTERM)
+        for child in self.children:
+            try:
+                child.process.wait(20)
+            except subprocess.TimeoutExpired:
+                child.process.kill()
+        if self.redis is not None:
+            self.redis.stop()
+
+    def logs(self) -> str:
+        return "\n".join(f"--- {c.name}\n{c.output()[-4000:]}" for c in self.children)
+
+
+@dataclass
+class FollowedTab:
+    """A tab on one thread over a real websocket that reconnects (as htmx does) and syncs."""
+
+    web: Child
+    thread_id: str
+    cookie: str
+    tab: Tab = field(default_factory=Tab)
+    reconnects: int = 0
+    closes: list[int] = field(default_factory=list)
+    seen_texts: dict[str, list[str]] = field(default_factory=dict)  # what it showed over time
+
+    async def follow(self, until) -> None:
+        """Follow until `until(tab)` holds; reconnect whenever the socket closes."""
+        url = self.web.url.replace("http", "ws") + f"/ws/threads/{self.thread_id}/"
+        headers = {"Origin": self.web.url, "Cookie": self.cookie}
+        async with aiohttp.ClientSession() as http:
+            while True:
+                try:
+                    async with http.ws_connect(url, headers=headers, max_msg_size=0) as ws:
+                        shown = [b for b in self.tab.bubbles]
+                        after = max([0, *self._seqs()])
+                        pending = [
+                            mid for mid in shown if self.tab.status(mid) in ("queued", "streaming")
+                        ]
+                        await ws.send_str(
+                            json.dumps({"type": "sync", "after_seq": after, "pending": pending})
+                        )
+                        async for frame in ws:
+                            if frame.type != aiohttp.WSMsgType.TEXT:
+                                break
+                            self.tab.apply(frame.data)
+                            self._remember()
+                            if until(self.tab):
+                                return
+                        self.closes.append(ws.close_code or 0)
+                except aiohttp.ClientError:
+                    pass
+                self.reconnects += 1
+                await asyncio.sleep(0.5)
+
+    def _seqs(self) -> list[int]:
+        import re
+
+        return [int(s) for s in re.findall(r'data-seq="(\d+)"', "".join(self.tab.frames))]
+
+    def _remember(self) -> None:
+        for message_id, bubble in self.tab.bubbles.items():
+            if bubble.text:
+                texts = self.seen_texts.setdefault(message_id, [])
+                if not texts or texts[-1] != bubble.text:
+                    texts.append(bubble.text)
