@@ -168,10 +168,11 @@ class FollowedTab:
             while True:
                 try:
                     async with http.ws_connect(url, headers=headers, max_msg_size=0) as ws:
-                        shown = [b for b in self.tab.bubbles]
                         after = max([0, *self._seqs()])
                         pending = [
-                            mid for mid in shown if self.tab.status(mid) in ("queued", "streaming")
+                            mid
+                            for mid in self.tab.bubbles
+                            if self.tab.status(mid) in ("queued", "streaming")
                         ]
                         await ws.send_str(
                             json.dumps({"type": "sync", "after_seq": after, "pending": pending})

@@ -262,3 +262,47 @@ def test_redis_restarting_empty_mid_stream_loses_no_word_and_the_worker_carries_
     assert final.attempt == 1  # the same run carried on; nothing was taken over
     assert_never_lost_or_repeated(tab, final)
     assert tab.reconnects >= 1  # the tab noticed, reconnected and caught up
+
+
+def test_a_message_posted_while_redis_is_down_is_kept_and_answered_when_it_returns(
+    alice, numbered_thread, topology, emulator
+):
+    worker = topology.start_worker("worker")
+    web = topology.start_web("web")
+    topology.wait_worker_ready(worker)
+    cookie = cookie_for(alice)
+    thread_id = str(numbered_thread.public_id)
+    emulator.reset()
+    emulator.script(Script(text="Back again.", provider="openai"))
+
+    async def scenario() -> None:
+        async with aiohttp.ClientSession(headers={"Cookie": cookie}) as http:
+            async with http.get(f"{web.url}/t/{thread_id}/") as page:
+                token = CSRF.search(await page.text())[1]
+                csrf_cookie = page.cookies["csrftoken"].value
+            topology.kill_redis()
+            async with http.post(
+                f"{web.url}/t/{thread_id}/messages/",
+                data={"text": "@assistant are you there?", "csrfmiddlewaretoken": token},
+                headers={"Cookie": f"{cookie}; csrftoken={csrf_cookie}", "HX-Request": "true",
+                         "Referer": web.url},
+            ) as response:  # fmt: skip
+                # Saved, and answered once Redis is back: never a 500, never a message lost.
+                assert response.status == 200, await response.text()
+        await asyncio.sleep(1)
+        topology.start_redis_again()
+
+    asyncio.run(scenario())
+    user = wait_until(
+        lambda: Message.objects.filter(thread=numbered_thread, speaker="user").first()
+    )
+    assert user.text == "@assistant are you there?"
+    reply = wait_until(
+        lambda: Message.objects.filter(
+            thread=numbered_thread, speaker="assistant", status=MessageStatus.DONE
+        ).first(),
+        timeout=40,
+        message="the reply was not answered after Redis returned",
+    )
+    assert reply.text == "Back again."
+    assert worker.alive()

@@ -34,7 +34,7 @@ def storable_parts(value: Any) -> Any:
 def validate_message_text(text: str) -> str:
     """The message without surrounding blanks; empty or over the limit is refused."""
     text = storable(text or "").strip()
-    if not text:
+    if not text.replace(REPLACEMENT, "").strip():  # nothing, or only bytes nobody can read
         raise ValidationError("Write something before sending.", code="empty")
     limit = settings.PARLEY_MAX_MESSAGE_CHARS
     if len(text) > limit:
