@@ -49,6 +49,7 @@ bench: setup
 	$(PY) -m bench.cache_layout
 	$(PY) -m bench.long_threads
 	$(PY) -m bench.streaming
+	$(PY) -m bench.chaos
 
 clean:
 	rm -rf $(VENV) var/test-* .pytest_cache .ruff_cache

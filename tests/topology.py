@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -24,6 +25,7 @@ from config.embedded_redis import EmbeddedRedis, free_port, start_embedded_redis
 from tests.chat.tabs import Tab
 
 ROOT = Path(__file__).resolve().parent.parent
+CSRF = re.compile(r'name="csrfmiddlewaretoken" value="([^"]+)"')
 BIN = Path(sys.executable).parent
 
 
@@ -201,3 +203,33 @@ class FollowedTab:
                 texts = self.seen_texts.setdefault(message_id, [])
                 if not texts or texts[-1] != bubble.text:
                     texts.append(bubble.text)
+
+
+async def post(web, thread_id: str, cookie: str, text: str) -> None:
+    """The composer's POST, as a browser sends it."""
+    async with aiohttp.ClientSession(headers={"Cookie": cookie}) as http:
+        async with http.get(f"{web.url}/t/{thread_id}/") as page:
+            token = CSRF.search(await page.text())[1]
+            csrf_cookie = page.cookies["csrftoken"].value
+        async with http.post(
+            f"{web.url}/t/{thread_id}/messages/",
+            data={"text": text, "csrfmiddlewaretoken": token},
+            headers={"Cookie": f"{cookie}; csrftoken={csrf_cookie}", "HX-Request": "true",
+                     "Referer": web.url},
+        ) as response:  # fmt: skip
+            assert response.status == 200, await response.text()
+
+
+async def interrupt(web, thread_id: str, cookie: str) -> float:
+    async with aiohttp.ClientSession(headers={"Cookie": cookie}) as http:
+        async with http.get(f"{web.url}/t/{thread_id}/") as page:
+            token = CSRF.search(await page.text())[1]
+            csrf_cookie = page.cookies["csrftoken"].value
+        started = time.monotonic()
+        async with http.post(
+            f"{web.url}/t/{thread_id}/interrupt/",
+            headers={"Cookie": f"{cookie}; csrftoken={csrf_cookie}", "X-CSRFToken": token,
+                     "HX-Request": "true", "Referer": web.url},
+        ) as response:  # fmt: skip
+            assert response.status < 300, await response.text()
+        return time.monotonic() - started

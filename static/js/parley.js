@@ -70,10 +70,13 @@
     const first = document.querySelector("article.msg");
     readingAnchor = first && { el: first, top: first.getBoundingClientRect().top };
   });
-  document.addEventListener("htmx:afterSettle", function () {
+  // On the transcript's own swap event: the marker itself may be gone (the first message has
+  // arrived), and events on a removed element never reach the document.
+  document.addEventListener("htmx:oobAfterSwap", function () {
     if (!readingAnchor) return;
     window.scrollBy(0, readingAnchor.el.getBoundingClientRect().top - readingAnchor.top);
-    readingAnchor = null;
+    const done = readingAnchor;
+    setTimeout(function () { if (readingAnchor === done) readingAnchor = null; }, 0);
   });
 
   // Another tab made a thread: the pushed tree replaces ours and this page marks its own

@@ -5,7 +5,6 @@ so a lost or repeated word shows."""
 from __future__ import annotations
 
 import asyncio
-import re
 import signal
 import time
 
@@ -18,12 +17,11 @@ from apps.providers.emulator import Script
 from apps.providers.services import credential_save
 from tests.chat.test_live_streaming import session_cookie
 from tests.conftest import wait_until
-from tests.topology import FollowedTab, Topology
+from tests.topology import CSRF, FollowedTab, Topology, interrupt, post
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 WORDS = "".join(f"w{n} " for n in range(1, 501)).rstrip()  # ~12 s at 40 tokens a second
-CSRF = re.compile(r'name="csrfmiddlewaretoken" value="([^"]+)"')
 
 
 @pytest.fixture
@@ -52,36 +50,6 @@ def numbered_thread(alice, roles, emulator):
 
 def cookie_for(user) -> str:
     return session_cookie(user).decode()
-
-
-async def post(web, thread_id: str, cookie: str, text: str) -> None:
-    """The composer's POST, as a browser sends it."""
-    async with aiohttp.ClientSession(headers={"Cookie": cookie}) as http:
-        async with http.get(f"{web.url}/t/{thread_id}/") as page:
-            token = CSRF.search(await page.text())[1]
-            csrf_cookie = page.cookies["csrftoken"].value
-        async with http.post(
-            f"{web.url}/t/{thread_id}/messages/",
-            data={"text": text, "csrfmiddlewaretoken": token},
-            headers={"Cookie": f"{cookie}; csrftoken={csrf_cookie}", "HX-Request": "true",
-                     "Referer": web.url},
-        ) as response:  # fmt: skip
-            assert response.status == 200, await response.text()
-
-
-async def interrupt(web, thread_id: str, cookie: str) -> float:
-    async with aiohttp.ClientSession(headers={"Cookie": cookie}) as http:
-        async with http.get(f"{web.url}/t/{thread_id}/") as page:
-            token = CSRF.search(await page.text())[1]
-            csrf_cookie = page.cookies["csrftoken"].value
-        started = time.monotonic()
-        async with http.post(
-            f"{web.url}/t/{thread_id}/interrupt/",
-            headers={"Cookie": f"{cookie}; csrftoken={csrf_cookie}", "X-CSRFToken": token,
-                     "HX-Request": "true", "Referer": web.url},
-        ) as response:  # fmt: skip
-            assert response.status < 300, await response.text()
-        return time.monotonic() - started
 
 
 def reply_of(thread) -> Message:

@@ -87,3 +87,59 @@ def test_the_launcher_serves_the_app_and_stopping_it_stops_every_child(tmp_path,
     while [pid for pid in children if alive(pid)] and time.monotonic() < deadline:
         time.sleep(0.2)
     assert not [pid for pid in children if alive(pid)]
+
+
+def cmdline(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+    except OSError:
+        return ""
+
+
+def test_the_launcher_restarts_a_child_that_dies_and_says_so(tmp_path):
+    port = free_port()
+    env = {
+        key: value
+        for key, value in os.environ.items()
+        if key not in {"REDIS_URL", "DATABASE_URL", "DJANGO_SETTINGS_MODULE"}
+    }
+    env.update(PORT=str(port), PARLEY_VAR_DIR=str(tmp_path), PYTHONUNBUFFERED="1")
+    log_path = tmp_path / "launcher.log"
+    launcher = subprocess.Popen(
+        [sys.executable, "-m", "config.launcher"], cwd=ROOT, env=env,
+        stdout=log_path.open("w"), stderr=subprocess.STDOUT,
+    )  # fmt: skip
+
+    def wait_for(condition, what: str, timeout: float = 90):
+        deadline = time.monotonic() + timeout
+        while not condition():
+            assert launcher.poll() is None, log_path.read_text()
+            assert time.monotonic() < deadline, f"{what}\n{log_path.read_text()}"
+            time.sleep(0.3)
+
+    def serving() -> bool:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/login/", timeout=2) as page:
+                return page.status == 200
+        except OSError:
+            return False
+
+    def child(name: str) -> int | None:
+        return next((pid for pid in children_of(launcher.pid) if name in cmdline(pid)), None)
+
+    try:
+        wait_for(serving, "Parley did not start")
+        worker = child("celery")
+        assert worker is not None
+        os.kill(worker, signal.SIGKILL)
+        wait_for(lambda: "The worker stopped unexpectedly" in log_path.read_text(), "no notice")
+        wait_for(lambda: child("celery") not in (None, worker), "the worker was not restarted")
+        redis = child("redis-server")
+        assert redis is not None
+        os.kill(redis, signal.SIGKILL)
+        wait_for(lambda: "embedded Redis stopped unexpectedly" in log_path.read_text(), "no notice")
+        wait_for(lambda: child("redis-server") not in (None, redis), "Redis was not restarted")
+        wait_for(serving, "Parley stopped serving after Redis came back")
+    finally:
+        launcher.send_signal(signal.SIGINT)
+        launcher.wait(timeout=60)
