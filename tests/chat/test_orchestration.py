@@ -373,3 +373,15 @@ def test_a_lease_is_renewed_and_released_only_by_its_owner():
             await redis.aclose()
 
     asyncio.run(scenario())
+
+
+def test_a_reply_whose_worker_keeps_dying_ends_as_an_error_with_its_text(
+    alice, alice_thread, celery_worker, fast_demo, settings
+):
+    reply = stalled_reply(alice_thread, alice)
+    Message.objects.filter(pk=reply.pk).update(attempt=settings.PARLEY_MAX_REPLY_ATTEMPTS)
+    assert replies_recover() == [reply.pk]
+    (reply,) = wait_settled([reply])
+    assert reply.status == MessageStatus.ERROR  # no fourth paid call
+    assert "Stopped after 3 attempts" in reply.error
+    assert reply.text == "half a "

@@ -79,3 +79,19 @@ def test_start_up_stops_with_a_clear_message(name, value, message):
     result = _manage_check(**{name: value})
     assert result.returncode != 0
     assert message in result.stderr
+
+
+def test_a_request_that_meets_redis_away_gets_a_503_try_again(rf):
+    from kombu.exceptions import OperationalError
+    from redis.exceptions import ConnectionError as RedisConnectionError
+
+    from config.middleware import ServiceUnavailableMiddleware
+
+    middleware = ServiceUnavailableMiddleware(lambda request: None)
+    request = rf.post("/t/x/interrupt/")
+    for error in (RedisConnectionError("Connection refused"), OperationalError("broker away")):
+        response = middleware.process_exception(request, error)
+        assert response.status_code == 503
+        assert "try again" in response.content.decode()
+        assert response["Retry-After"]
+    assert middleware.process_exception(request, ValueError("a bug")) is None  # stays a 500
