@@ -24,6 +24,7 @@ import signal
 import statistics
 import tempfile
 import time
+import uuid
 from collections import Counter
 from pathlib import Path
 
@@ -56,7 +57,8 @@ async def one_run(fault: str, owner, emulator) -> tuple[float, int, int, int, bo
         Script(text=WORDS, tokens_per_second=40, resumes=True, provider="openai"),
     )
     credential = await asyncio.to_thread(
-        credential_save, owner=owner, name="Numbered", provider="openai_compatible",
+        credential_save, owner=owner, name=f"Numbered {uuid.uuid4().hex[:8]}",
+        provider="openai_compatible",
         base_url=f"{emulator.url}/v1", api_key="sk-bench-numbered-0000",
     )  # fmt: skip
     session = await asyncio.to_thread(session_create, owner=owner, name=f"Chaos {fault}")
