@@ -94,7 +94,7 @@ async def one_run(fault: str, owner, emulator) -> tuple[float, int, int, int, bo
             await asyncio.sleep(0.02)
         before = words()
         if fault == "worker":
-            victim = next(w for w in workers if "run_reply" in w.output())
+            victim = next(w for w in workers if "] received" in w.output())
             victim.process.send_signal(signal.SIGKILL)
             started = time.monotonic()
         else:

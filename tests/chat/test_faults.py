@@ -5,6 +5,7 @@ so a lost or repeated word shows."""
 from __future__ import annotations
 
 import asyncio
+import re
 import signal
 import time
 
@@ -20,6 +21,7 @@ from tests.conftest import wait_until
 from tests.topology import CSRF, FollowedTab, Topology, interrupt, post
 
 pytestmark = pytest.mark.django_db(transaction=True)
+RECEIVED = re.compile(r"run_reply\[[0-9a-f-]+\] received")
 
 WORDS = "".join(f"w{n} " for n in range(1, 501)).rstrip()  # ~12 s at 40 tokens a second
 
@@ -56,6 +58,30 @@ def reply_of(thread) -> Message:
     return wait_until(lambda: Message.objects.filter(thread=thread, speaker="assistant").first())
 
 
+def one_worker_and_web(topology: Topology, user):
+    """A worker and a web process, ready, and the user's session cookie."""
+    worker = topology.start_worker("worker")
+    web = topology.start_web("web")
+    topology.wait_worker_ready(worker)
+    return worker, web, cookie_for(user)
+
+
+def run_with_reply(thread, scenario):
+    """Run `scenario(reply)` (an async function given a callable that returns the reply's row
+    once it exists) and return its result with the reply."""
+    found: dict[str, Message] = {}
+
+    async def run():
+        watcher = asyncio.ensure_future(asyncio.to_thread(reply_of, thread))
+        await asyncio.sleep(0)
+        task = asyncio.ensure_future(scenario(lambda: found.get("reply")))
+        found["reply"] = await watcher
+        return await task
+
+    result = asyncio.run(run())
+    return result, found["reply"]
+
+
 def status_on(tab, reply: Message | None) -> str | None:
     return tab.status(str(reply.public_id)) if reply is not None else None
 
@@ -87,7 +113,8 @@ async def until_shown(tab: FollowedTab, reply_ref, words: int, topology: Topolog
 
 
 def streaming_worker(topology: Topology):
-    return next(c for c in topology.children if "run_reply" in c.output() and "worker" in c.name)
+    """The worker that received the reply's task (both list the task in their banner)."""
+    return next(c for c in topology.children if RECEIVED.search(c.output()))
 
 
 def test_a_killed_worker_s_reply_is_taken_over_and_goes_on_without_a_lost_or_repeated_word(
@@ -103,30 +130,20 @@ def test_a_killed_worker_s_reply_is_taken_over_and_goes_on_without_a_lost_or_rep
     thread_id = str(numbered_thread.public_id)
     tab = FollowedTab(web_b, thread_id, cookie)
 
-    async def scenario() -> tuple[float, float]:
-        following = asyncio.ensure_future(tab.follow(lambda t: status_on(t, reply) == "done"))
+    async def scenario(current) -> tuple[float, float]:
+        following = asyncio.ensure_future(tab.follow(lambda t: status_on(t, current()) == "done"))
         await post(web_a, thread_id, cookie, "@assistant count for me")
-        await until_shown(tab, lambda: reply, 60, topology)
+        await until_shown(tab, current, 60, topology)
         victim = streaming_worker(topology)
         victim.process.send_signal(signal.SIGKILL)
-        killed_at, before = time.monotonic(), words_shown(tab, reply)
-        while words_shown(tab, reply) <= before:
+        killed_at, before = time.monotonic(), words_shown(tab, current())
+        while words_shown(tab, current()) <= before:
             await asyncio.sleep(0.05)
         taken_over = time.monotonic() - killed_at
         await asyncio.wait_for(following, 60)
         return taken_over, before
 
-    reply = None
-
-    async def run():
-        nonlocal reply
-        watcher = asyncio.ensure_future(asyncio.to_thread(reply_of, numbered_thread))
-        await asyncio.sleep(0)
-        task = asyncio.ensure_future(scenario())
-        reply = await watcher
-        return await task
-
-    taken_over, shown_before = asyncio.run(run())
+    (taken_over, shown_before), reply = run_with_reply(numbered_thread, scenario)
     final = Message.objects.get(pk=reply.pk)
     assert final.status == MessageStatus.DONE, topology.logs()
     assert final.text == WORDS  # every word once, in order
@@ -142,36 +159,23 @@ def test_a_killed_worker_s_reply_is_taken_over_and_goes_on_without_a_lost_or_rep
 def test_stop_while_the_worker_is_dead_settles_at_once_and_keeps_the_text(
     alice, numbered_thread, topology
 ):
-    worker = topology.start_worker("worker")
-    web = topology.start_web("web")
-    topology.wait_worker_ready(worker)
-    cookie = cookie_for(alice)
+    worker, web, cookie = one_worker_and_web(topology, alice)
     thread_id = str(numbered_thread.public_id)
     tab = FollowedTab(web, thread_id, cookie)
 
-    async def scenario() -> float:
+    async def scenario(current) -> float:
         following = asyncio.ensure_future(
-            tab.follow(lambda t: status_on(t, reply) == "interrupted")
+            tab.follow(lambda t: status_on(t, current()) == "interrupted")
         )
         await post(web, thread_id, cookie, "@assistant count for me")
-        await until_shown(tab, lambda: reply, 60, topology)
+        await until_shown(tab, current, 60, topology)
         worker.process.send_signal(signal.SIGKILL)
         worker.process.wait()
         took = await interrupt(web, thread_id, cookie)
         await asyncio.wait_for(following, 10)
         return took
 
-    reply = None
-
-    async def run():
-        nonlocal reply
-        watcher = asyncio.ensure_future(asyncio.to_thread(reply_of, numbered_thread))
-        await asyncio.sleep(0)
-        task = asyncio.ensure_future(scenario())
-        reply = await watcher
-        return await task
-
-    took = asyncio.run(run())
+    took, reply = run_with_reply(numbered_thread, scenario)
     stopped = Message.objects.get(pk=reply.pk)
     assert took < 1.5, f"Stop took {took:.2f} s"
     assert stopped.status == MessageStatus.INTERRUPTED
@@ -189,40 +193,27 @@ def test_stop_while_the_worker_is_dead_settles_at_once_and_keeps_the_text(
 def test_redis_restarting_empty_mid_stream_loses_no_word_and_the_worker_carries_on(
     alice, numbered_thread, topology
 ):
-    worker = topology.start_worker("worker")
-    web = topology.start_web("web")
-    topology.wait_worker_ready(worker)
-    cookie = cookie_for(alice)
+    worker, web, cookie = one_worker_and_web(topology, alice)
     thread_id = str(numbered_thread.public_id)
     tab = FollowedTab(web, thread_id, cookie)
 
-    async def scenario() -> None:
-        following = asyncio.ensure_future(tab.follow(lambda t: status_on(t, reply) == "done"))
+    async def scenario(current) -> None:
+        following = asyncio.ensure_future(tab.follow(lambda t: status_on(t, current()) == "done"))
         await post(web, thread_id, cookie, "@assistant count for me")
-        await until_shown(tab, lambda: reply, 60, topology)
+        await until_shown(tab, current, 60, topology)
         topology.kill_redis()
         await asyncio.sleep(2)
         topology.start_redis_again()
         try:
             await asyncio.wait_for(following, 60)
         except TimeoutError:
-            stored = await asyncio.to_thread(lambda: Message.objects.get(pk=reply.pk))
+            stored = await asyncio.to_thread(lambda: Message.objects.get(pk=current().pk))
             raise AssertionError(
                 f"reply {stored.status} with {len(stored.text.split())} words; tab closes "
                 f"{tab.closes}, reconnects {tab.reconnects}\n{topology.logs()}"
             ) from None
 
-    reply = None
-
-    async def run():
-        nonlocal reply
-        watcher = asyncio.ensure_future(asyncio.to_thread(reply_of, numbered_thread))
-        await asyncio.sleep(0)
-        task = asyncio.ensure_future(scenario())
-        reply = await watcher
-        await task
-
-    asyncio.run(run())
+    _, reply = run_with_reply(numbered_thread, scenario)
     assert worker.alive(), worker.output()[-3000:]
     final = Message.objects.get(pk=reply.pk)
     assert final.status == MessageStatus.DONE
@@ -235,10 +226,7 @@ def test_redis_restarting_empty_mid_stream_loses_no_word_and_the_worker_carries_
 def test_a_message_posted_while_redis_is_down_is_kept_and_answered_when_it_returns(
     alice, numbered_thread, topology, emulator
 ):
-    worker = topology.start_worker("worker")
-    web = topology.start_web("web")
-    topology.wait_worker_ready(worker)
-    cookie = cookie_for(alice)
+    worker, web, cookie = one_worker_and_web(topology, alice)
     thread_id = str(numbered_thread.public_id)
     emulator.reset()
     emulator.script(Script(text="Back again.", provider="openai"))

@@ -35,6 +35,17 @@ def alive(pid: int) -> bool:
     return state != "Z"
 
 
+def launcher_env(tmp_path, port: int) -> dict[str, str]:
+    """A fresh install's environment: no Redis or database configured, a scratch var dir."""
+    env = {
+        key: value
+        for key, value in os.environ.items()
+        if key not in {"REDIS_URL", "DATABASE_URL", "DJANGO_SETTINGS_MODULE"}
+    }
+    env.update(PORT=str(port), PARLEY_VAR_DIR=str(tmp_path), PYTHONUNBUFFERED="1")
+    return env
+
+
 @pytest.mark.parametrize(
     "stop",
     [[signal.SIGINT], [signal.SIGINT, signal.SIGINT], [signal.SIGKILL]],
@@ -44,12 +55,7 @@ def test_the_launcher_serves_the_app_and_stopping_it_stops_every_child(tmp_path,
     """Ctrl-C stops the children in order (a second Ctrl-C does not break that off); if the
     launcher is killed outright, they get SIGTERM from the kernel (PR_SET_PDEATHSIG)."""
     port = free_port()
-    env = {
-        key: value
-        for key, value in os.environ.items()
-        if key not in {"REDIS_URL", "DATABASE_URL", "DJANGO_SETTINGS_MODULE"}
-    }
-    env.update(PORT=str(port), PARLEY_VAR_DIR=str(tmp_path), PYTHONUNBUFFERED="1")
+    env = launcher_env(tmp_path, port)
     env["PARLEY_RECOVERY_INTERVAL_SECONDS"] = "1"  # the worker's periodic look runs, and stops
     log = (tmp_path / "launcher.log").open("w+")
     launcher = subprocess.Popen(
@@ -98,12 +104,7 @@ def cmdline(pid: int) -> str:
 
 def test_the_launcher_restarts_a_child_that_dies_and_says_so(tmp_path):
     port = free_port()
-    env = {
-        key: value
-        for key, value in os.environ.items()
-        if key not in {"REDIS_URL", "DATABASE_URL", "DJANGO_SETTINGS_MODULE"}
-    }
-    env.update(PORT=str(port), PARLEY_VAR_DIR=str(tmp_path), PYTHONUNBUFFERED="1")
+    env = launcher_env(tmp_path, port)
     log_path = tmp_path / "launcher.log"
     launcher = subprocess.Popen(
         [sys.executable, "-m", "config.launcher"], cwd=ROOT, env=env,
