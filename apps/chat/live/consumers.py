@@ -17,6 +17,7 @@ import uuid
 
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
+from redis.exceptions import RedisError
 
 from apps.chat import livestate
 from apps.chat.display import events, frames
@@ -80,7 +81,14 @@ class ThreadConsumer(AsyncWebsocketConsumer):
         if now - self.last_sync < SYNC_MIN_INTERVAL_SECONDS:
             return
         self.last_sync = now
-        await self._catch_up(thread, data)
+        try:
+            await self._catch_up(thread, data)
+        except RedisError as exc:
+            # Redis is away or just restarted: ask the page to reconnect and sync again, rather
+            # than crash this socket (1011, which a page also retries, but noisily).
+            logger.warning("Could not sync a tab (%s); asking it to reconnect", exc)
+            self.groups_joined = []
+            await self.close(code=CLOSE_RECONNECT)
 
     async def _catch_up(self, thread: Thread, data: dict) -> None:
         after_seq = data.get("after_seq", 0)
