@@ -22,7 +22,8 @@ AFTER_FINISH_TTL_SECONDS = 120  # snapshots taken during the final push still fi
 CANCEL_TTL_SECONDS = 3600
 # A streaming worker holds a lease on its reply and renews it while it runs; a reply whose
 # lease has lapsed belongs to a worker that died, and may be taken over.
-# The lease is the worker's heartbeat: renewed every 2 s, it lapses within 8 s of a death.
+# The lease is the worker process's heartbeat: renewed every 2 s by a thread of its own (so a
+# busy event loop never lets it lapse), it lapses within 8 s of the process's death.
 LEASE_TTL_SECONDS = 8
 LEASE_RENEW_SECONDS = 2
 
@@ -46,6 +47,8 @@ def _lease_key(message_pk: int) -> str:
 # Workers subscribe here: a cancel reaches the worker streaming the reply at once. The flag key
 # stays the record, for a reply whose stream starts (or whose worker reconnects) after it.
 CANCEL_CHANNEL = f"{PREFIX}:cancels"
+# An id of this Redis's contents: it changes when Redis restarts empty (see `redis_epoch`).
+EPOCH_KEY = f"{PREFIX}:epoch"
 
 
 # Renew or release a lease only while it is still ours (a later run may own it by then). A
@@ -63,7 +66,6 @@ _APPEND_IF_LIVE = (
     "redis.call('append', KEYS[1], ARGV[1]) "
     "return redis.call('incr', KEYS[2])"
 )
-EPOCH_KEY = f"{PREFIX}:epoch"
 _RELEASE_IF_OWNER = (
     "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) "
     "else return 0 end"
@@ -79,15 +81,15 @@ async def lease_release(client: aioredis.Redis, message_pk: int, owner: str) -> 
     await client.eval(_RELEASE_IF_OWNER, 1, _lease_key(message_pk), owner)
 
 
-async def leases_renew(client: aioredis.Redis, leases: dict[int, str]) -> list[int]:
+def leases_renew(client: redis.Redis, leases: dict[int, str]) -> list[int]:
     """Renew every lease a worker holds in one round trip (message pk -> owner); return the
     replies whose lease is no longer this worker's (it lapsed and another run took over)."""
     if not leases:
         return []
-    async with client.pipeline(transaction=False) as pipe:
+    with client.pipeline(transaction=False) as pipe:
         for message_pk, owner in leases.items():
             pipe.eval(_RENEW_IF_OWNER, 1, _lease_key(message_pk), owner, LEASE_TTL_SECONDS)
-        renewed = await pipe.execute()
+        renewed = pipe.execute()
     return [pk for pk, kept in zip(leases, renewed, strict=True) if not kept]
 
 
@@ -168,8 +170,11 @@ async def live_reseed(client: aioredis.Redis, message_id: str, text: str, seq: i
 async def redis_epoch(client: aioredis.Redis) -> str:
     """An id of this Redis's contents: it changes when Redis restarts empty (and the channel
     layer's groups are gone with it), so a tab can reconnect and catch up."""
-    await client.set(EPOCH_KEY, uuid.uuid4().hex, nx=True)
-    return str(await client.get(EPOCH_KEY))
+    async with client.pipeline(transaction=True) as pipe:
+        pipe.set(EPOCH_KEY, uuid.uuid4().hex, nx=True)
+        pipe.get(EPOCH_KEY)
+        _, epoch = await pipe.execute()
+    return str(epoch)
 
 
 async def live_finish(client: aioredis.Redis, message_id: str, *, at_least: int = 0) -> int:
@@ -191,6 +196,12 @@ async def live_snapshot(client: aioredis.Redis, message_id: str) -> LiveSnapshot
     if text is None or seq is None:
         return None
     return LiveSnapshot(text=text if isinstance(text, str) else text.decode(), seq=int(seq))
+
+
+def text_shown(*, saved: str, tail: str | None) -> str:
+    """What the tabs of a streaming reply were shown: its live tail when that extends the
+    last checkpoint, otherwise the checkpoint (the tail is gone, or from an earlier run)."""
+    return tail if tail is not None and tail.startswith(saved) else saved
 
 
 def live_texts(message_ids: list[str]) -> dict[str, str]:

@@ -58,12 +58,13 @@ def reply_of(thread) -> Message:
     return wait_until(lambda: Message.objects.filter(thread=thread, speaker="assistant").first())
 
 
-def one_worker_and_web(topology: Topology, user):
-    """A worker and a web process, ready, and the user's session cookie."""
+def one_worker_and_web(topology: Topology, user, thread):
+    """A worker and a web process, ready; the user's session cookie and a tab on the thread."""
     worker = topology.start_worker("worker")
     web = topology.start_web("web")
     topology.wait_worker_ready(worker)
-    return worker, web, cookie_for(user)
+    cookie = cookie_for(user)
+    return worker, web, cookie, FollowedTab(web, str(thread.public_id), cookie)
 
 
 def run_with_reply(thread, scenario):
@@ -159,9 +160,8 @@ def test_a_killed_worker_s_reply_is_taken_over_and_goes_on_without_a_lost_or_rep
 def test_stop_while_the_worker_is_dead_settles_at_once_and_keeps_the_text(
     alice, numbered_thread, topology
 ):
-    worker, web, cookie = one_worker_and_web(topology, alice)
+    worker, web, cookie, tab = one_worker_and_web(topology, alice, numbered_thread)
     thread_id = str(numbered_thread.public_id)
-    tab = FollowedTab(web, thread_id, cookie)
 
     async def scenario(current) -> float:
         following = asyncio.ensure_future(
@@ -193,9 +193,8 @@ def test_stop_while_the_worker_is_dead_settles_at_once_and_keeps_the_text(
 def test_redis_restarting_empty_mid_stream_loses_no_word_and_the_worker_carries_on(
     alice, numbered_thread, topology
 ):
-    worker, web, cookie = one_worker_and_web(topology, alice)
+    worker, web, cookie, tab = one_worker_and_web(topology, alice, numbered_thread)
     thread_id = str(numbered_thread.public_id)
-    tab = FollowedTab(web, thread_id, cookie)
 
     async def scenario(current) -> None:
         following = asyncio.ensure_future(tab.follow(lambda t: status_on(t, current()) == "done"))
@@ -226,7 +225,7 @@ def test_redis_restarting_empty_mid_stream_loses_no_word_and_the_worker_carries_
 def test_a_message_posted_while_redis_is_down_is_kept_and_answered_when_it_returns(
     alice, numbered_thread, topology, emulator
 ):
-    worker, web, cookie = one_worker_and_web(topology, alice)
+    worker, web, cookie, _ = one_worker_and_web(topology, alice, numbered_thread)
     thread_id = str(numbered_thread.public_id)
     emulator.reset()
     emulator.script(Script(text="Back again.", provider="openai"))

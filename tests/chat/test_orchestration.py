@@ -351,18 +351,18 @@ def test_a_stalled_turn_starts_its_next_stage(alice, alice_thread, celery_worker
 
 def test_a_lease_is_renewed_and_released_only_by_its_owner():
     async def scenario():
-        redis = livestate.async_client()
+        redis, sync = livestate.async_client(), livestate.sync_client()
         try:
             assert await livestate.lease_acquire(redis, 424242, "run-a")
             assert not await livestate.lease_acquire(redis, 424242, "run-b")
             await livestate.lease_release(redis, 424242, "run-b")  # not b's to release
             assert livestate.leases_held([424242, 7]) == {424242}
             await redis.expire(f"{livestate.PREFIX}:lease:424242", 2)
-            # The worker's hub renews every lease it holds in one round trip.
+            # The worker's heartbeat renews every lease it holds in one round trip.
             # Not b's to renew: b learns that another run owns the reply.
-            assert await livestate.leases_renew(redis, {424242: "run-b"}) == [424242]
+            assert livestate.leases_renew(sync, {424242: "run-b"}) == [424242]
             assert await redis.ttl(f"{livestate.PREFIX}:lease:424242") <= 2
-            assert await livestate.leases_renew(redis, {424242: "run-a", 7: "run-c"}) == []
+            assert livestate.leases_renew(sync, {424242: "run-a", 7: "run-c"}) == []
             assert await redis.ttl(f"{livestate.PREFIX}:lease:424242") > 2
             # A lease that is simply gone (Redis restarted empty) is taken again by its stream.
             assert livestate.leases_held([7]) == {7}
@@ -371,6 +371,7 @@ def test_a_lease_is_renewed_and_released_only_by_its_owner():
             assert livestate.leases_held([424242, 7]) == set()
         finally:
             await redis.aclose()
+            sync.close()
 
     asyncio.run(scenario())
 
@@ -385,3 +386,24 @@ def test_a_reply_whose_worker_keeps_dying_ends_as_an_error_with_its_text(
     assert reply.status == MessageStatus.ERROR  # no fourth paid call
     assert "Stopped after 3 attempts" in reply.error
     assert reply.text == "half a "
+
+
+def test_a_live_reply_that_outlasts_its_lease_is_never_taken_over(
+    alice, anthropic_thread, emulator, celery_worker, settings
+):
+    """The process's heartbeat keeps the lease: a model that says nothing for longer than
+    the lease lasts (no checkpoint either) is not mistaken for a dead worker."""
+    emulator.script(
+        Script(text="Late, but alive.", ttft_ms=(livestate.LEASE_TTL_SECONDS + 3) * 1000)
+    )
+    settings.PARLEY_RECOVERY_INTERVAL_SECONDS = 1
+    start_recovery()
+    try:
+        posted = message_post(
+            thread=anthropic_thread, author=alice, text="@assistant take your time"
+        )
+        (reply,) = wait_settled(posted.replies, timeout=30)
+    finally:
+        stop_recovery()
+    assert reply.status == MessageStatus.DONE and reply.text == "Late, but alive."
+    assert reply.attempt == 1 and len(emulator.requests) == 1

@@ -132,9 +132,7 @@ def _settle_interrupted(replies: dict[int, Any]) -> None:
     shown = livestate.live_texts([str(public_id) for public_id in replies.values()])
     now = timezone.now()
     for message in Message.objects.filter(pk__in=replies, status=MessageStatus.STREAMING):
-        text = shown.get(str(message.public_id), "")
-        if not text.startswith(message.text):  # the tail is gone or from an earlier run
-            text = message.text
+        text = livestate.text_shown(saved=message.text, tail=shown.get(str(message.public_id)))
         with transaction.atomic():
             settled = Message.objects.filter(pk=message.pk, status=MessageStatus.STREAMING).update(
                 status=MessageStatus.INTERRUPTED,

@@ -54,6 +54,7 @@ async def stream_reply(hub: StreamHub, message_pk: int) -> None:
     lease = uuid.uuid4().hex
     if not await _lease_when_free(hub, message_pk, lease):
         return
+    hub.leases[message_pk] = lease  # renewed by the process's heartbeat from now on
     try:
         claim = await in_db_thread(message_claim)(message_id=message_pk)
         if claim is not None and claim.gave_up:
@@ -61,6 +62,7 @@ async def stream_reply(hub: StreamHub, message_pk: int) -> None:
         elif claim is not None:
             await _stream_claimed(hub, claim.message, lease, resumed=claim.resumed)
     finally:
+        hub.leases.pop(message_pk, None)
         await livestate.lease_release(hub.redis, message_pk, lease)
 
 
@@ -88,11 +90,8 @@ async def _publish_state(hub: StreamHub, group: str, message: Message, **state) 
 async def _resumed_text(hub: StreamHub, message: Message) -> str:
     """What a taken-over reply continues from: everything the tabs were shown (the Redis
     tail) when it still extends the last checkpoint, otherwise the checkpoint."""
-    saved = message.text
     snapshot = await livestate.live_snapshot(hub.redis, str(message.public_id))
-    if snapshot is not None and snapshot.text.startswith(saved):
-        return snapshot.text
-    return saved
+    return livestate.text_shown(saved=message.text, tail=snapshot.text if snapshot else None)
 
 
 async def _stream_claimed(hub: StreamHub, message: Message, lease: str, *, resumed: bool) -> None:
@@ -216,7 +215,8 @@ async def _settle(
     ):  # "Apply now": the same reply again, with the session's new settings
         await _publish_final(hub, final, after_seq=live.seq)
         await livestate.clear_cancel(hub.redis, live.message_id)
-        await livestate.lease_release(hub.redis, message.pk, live.lease)  # the rerun takes over
+        hub.leases.pop(message.pk, None)  # the rerun takes over
+        await livestate.lease_release(hub.redis, message.pk, live.lease)
         await in_db_thread(reply_rerun)(message=final)
         return
     await _announce_final(hub, final, after_seq=live.seq)
@@ -237,8 +237,8 @@ async def _announce_final(hub: StreamHub, final: Message, *, after_seq: int) -> 
     """Show a settled reply everywhere and let its turn go on."""
     try:
         await _publish_final(hub, final, after_seq=after_seq)
+        await livestate.clear_cancel(hub.redis, str(final.public_id))
     except Exception:  # Redis is away: tabs catch up when they reconnect; the turn goes on
         logger.warning("Could not push the final state of reply %s", final.public_id)
-    await livestate.clear_cancel(hub.redis, str(final.public_id))
     if final.turn_id is not None:
         await in_db_thread(orchestration.turn_advance)(turn_id=final.turn_id)

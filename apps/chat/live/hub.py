@@ -10,7 +10,8 @@ its own timers:
   then one group message per reply. A reply's first text goes out the moment it arrives; the
   tick widens with the number of live streams, so CPU per stream stays bounded;
 - checkpoint partial text to the database (one transaction for every due reply);
-- renew the leases of every live reply (one round trip);
+- and, on a thread of its own, renew the lease of every reply the process holds (one round
+  trip every 2 s): the heartbeat says the process is alive, however busy its loop is;
 - listen for interrupts on one Redis subscription and cancel the streams they name.
 """
 
@@ -63,6 +64,8 @@ class StreamHub:
             )
         )
         self.replies: dict[str, LiveReply] = {}  # message public id -> live reply
+        self.leases: dict[int, str] = {}  # message pk -> lease owner, from acquire to release
+        self._stopping = threading.Event()
         self._ready = threading.Event()
         self._checkpointing = False
         self._services: list[asyncio.Task] = []
@@ -72,6 +75,7 @@ class StreamHub:
 
     def start(self) -> StreamHub:
         threading.Thread(target=self._run, name="parley-streams", daemon=True).start()
+        threading.Thread(target=self._heartbeat, name="parley-heartbeat", daemon=True).start()
         if not self._ready.wait(10):
             raise RuntimeError("The stream hub's event loop did not start.")
         return self
@@ -83,6 +87,8 @@ class StreamHub:
     def stop(self) -> None:
         """End the hub's own work and its loop (the worker is shutting down: no task waits)."""
 
+        self._stopping.set()
+
         async def wind_down() -> None:
             for service in self._services:
                 service.cancel()
@@ -90,6 +96,19 @@ class StreamHub:
             self.loop.stop()
 
         asyncio.run_coroutine_threadsafe(wind_down(), self.loop)
+
+    def _heartbeat(self) -> None:
+        """Renew every lease this process holds, from a thread: a death stops it within one
+        renewal, a loop slowed by hundreds of streams does not."""
+        client = livestate.sync_client()
+        while not self._stopping.wait(livestate.LEASE_RENEW_SECONDS):
+            try:
+                lost = livestate.leases_renew(client, dict(self.leases))
+            except Exception as exc:  # Redis is away: renew again when it is back
+                logger.warning("Could not renew the stream leases (%s)", exc)
+                continue
+            if lost:
+                self.loop.call_soon_threadsafe(self._give_up_lost, lost)
 
     def _run(self) -> None:
         asyncio.set_event_loop(self.loop)
@@ -212,7 +231,7 @@ class StreamHub:
         return settings.PARLEY_FLUSH_INTERVAL_MS / 1000 * stretch
 
     async def _tick_forever(self) -> None:
-        last_tick = last_renewal = time.monotonic()
+        last_tick = time.monotonic()
         while True:
             # Nap until the next tick is due, never long: a changed interval or a crowd of new
             # streams takes effect soon.
@@ -224,12 +243,6 @@ class StreamHub:
             try:
                 await self._publish_due()
                 self._checkpoint_due(now)
-                if now - last_renewal >= livestate.LEASE_RENEW_SECONDS:
-                    last_renewal = now
-                    lost = await livestate.leases_renew(
-                        self.redis, {live.message_pk: live.lease for live in self.replies.values()}
-                    )
-                    self._give_up_lost(lost)
             except Exception:  # a Redis or database blip must not end the ticks
                 logger.exception("The stream hub's tick failed; retrying on the next one")
 

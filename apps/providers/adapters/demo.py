@@ -61,13 +61,14 @@ class DemoAdapter:
     async def stream(
         self, request: ChatRequest, *, api_key: str = "", base_url: str = ""
     ) -> AsyncIterator[StreamEvent]:
-        text = demo_reply_text(request)
         if request.metadata.get("resuming"):
             # Like a model continuing its cut-off answer: the text after what it already said
             # (the request ends with that answer and the instruction to continue).
             said = "".join(part.get("text", "") for part in request.messages[-2].parts)
             text = demo_reply_text(replace(request, messages=request.messages[:-2]))
             text = text[len(said) :] if text.startswith(said) else text
+        else:
+            text = demo_reply_text(request)
         tokens = tokenize(text)
         await asyncio.sleep(settings.PARLEY_DEMO_FIRST_TOKEN_MS / 1000)
         interval = 1 / settings.PARLEY_DEMO_TOKENS_PER_SECOND
