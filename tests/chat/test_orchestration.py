@@ -13,6 +13,7 @@ from django.utils import timezone
 
 from apps.chat import livestate
 from apps.chat.council import orchestration
+from apps.chat.council.dispatch import QUEUED_GRACE_SECONDS
 from apps.chat.council.posting import message_post
 from apps.chat.council.replies import (
     replies_recover,
@@ -407,3 +408,20 @@ def test_a_live_reply_that_outlasts_its_lease_is_never_taken_over(
         stop_recovery()
     assert reply.status == MessageStatus.DONE and reply.text == "Late, but alive."
     assert reply.attempt == 1 and len(emulator.requests) == 1
+
+
+def test_a_waiting_reply_is_enqueued_again_only_once_the_broker_has_had_it_long(
+    alice, alice_thread, celery_worker, fast_demo
+):
+    reply = stalled_reply(alice_thread, alice)
+    recently = timezone.now() - timedelta(seconds=livestate.LEASE_TTL_SECONDS + 5)
+    Message.objects.filter(pk=reply.pk).update(
+        status=MessageStatus.QUEUED, content=[], attempt=0, dispatched_at=recently
+    )
+    assert replies_recover() == []  # its task is most likely still queued behind others
+    Message.objects.filter(pk=reply.pk).update(
+        dispatched_at=timezone.now() - timedelta(seconds=QUEUED_GRACE_SECONDS + 1)
+    )
+    assert replies_recover() == [reply.pk]  # the broker lost it (Redis restarted empty)
+    (reply,) = wait_settled([reply])
+    assert reply.status == MessageStatus.DONE and reply.attempt == 1

@@ -7,6 +7,7 @@ task module sits above it, in the entry points).
 from __future__ import annotations
 
 import logging
+from datetime import timedelta
 from functools import partial
 
 from celery import current_app
@@ -19,6 +20,9 @@ from apps.chat.models import Message
 
 logger = logging.getLogger(__name__)
 RUN_REPLY_TASK = "apps.chat.tasks.run_reply"
+# How long a queued reply's task may wait in the broker before the recovery sweep assumes the
+# broker lost it (Redis restarted empty) and enqueues it again.
+QUEUED_GRACE_SECONDS = 30
 
 
 def enqueue_reply(message_pk: int) -> None:
@@ -28,6 +32,9 @@ def enqueue_reply(message_pk: int) -> None:
         current_app.send_task(RUN_REPLY_TASK, args=[message_pk])
     except (OperationalError, RedisError, OSError) as exc:
         logger.warning("Could not enqueue reply %s (%s); recovery will", message_pk, exc)
+        # Known not to be in the broker: due for the very next sweep, not after the grace.
+        overdue = timezone.now() - timedelta(seconds=QUEUED_GRACE_SECONDS + 1)
+        Message.objects.filter(pk=message_pk).update(dispatched_at=overdue)
 
 
 def dispatch(messages: list[Message]) -> None:

@@ -8,11 +8,12 @@ from typing import Any
 
 from django.core.exceptions import ValidationError
 from django.db import transaction
+from django.db.models import Q
 from django.utils import timezone
 
 from apps.chat import livestate
 from apps.chat.council import orchestration
-from apps.chat.council.dispatch import dispatch, enqueue_reply
+from apps.chat.council.dispatch import QUEUED_GRACE_SECONDS, dispatch, enqueue_reply
 from apps.chat.display import events
 from apps.chat.models import IN_FLIGHT, Message, MessageKind, MessageStatus, Session, Thread, Turn
 from apps.chat.records.replies import reply_provider
@@ -181,14 +182,18 @@ def replies_recover(*, grace_seconds: int = livestate.LEASE_TTL_SECONDS) -> list
     makes a duplicate harmless. A turn whose replies have all settled but whose next stage
     never started is advanced.
     """
-    cutoff = timezone.now() - timedelta(seconds=grace_seconds)
+    now = timezone.now()
+    cutoff = now - timedelta(seconds=grace_seconds)
+    # A queued reply's task is most likely still in the broker, behind others: enqueueing it
+    # again every few seconds would only pile up duplicates on a busy worker.
+    queued_cutoff = now - timedelta(seconds=max(grace_seconds, QUEUED_GRACE_SECONDS))
     # A recent checkpoint also means a live stream: right after Redis restarted empty, its
     # worker re-takes the lease within a renewal, and must not be taken over meanwhile.
     stalled = list(
         Message.objects.filter(
-            status__in=IN_FLIGHT,
+            Q(status=MessageStatus.STREAMING, dispatched_at__lt=cutoff)
+            | Q(status=MessageStatus.QUEUED, dispatched_at__lt=queued_cutoff),
             dispatched_at__isnull=False,
-            dispatched_at__lt=cutoff,
             updated_at__lt=cutoff,
         ).values_list("pk", flat=True)
     )
