@@ -53,6 +53,14 @@
     evt.detail.socketWrapper.send(JSON.stringify({ type: "sync", after_seq: afterSeq, pending: pending }));
   });
 
+  // The server asks for a fresh connection (Redis restarted and the tab's groups went with it):
+  // reconnect, and the sync on open catches up exactly. htmx itself retries only on errors.
+  const CLOSE_RECONNECT = 4012;
+  document.addEventListener("htmx:wsClose", function (evt) {
+    if (evt.detail.event.code !== CLOSE_RECONNECT) return;
+    setTimeout(evt.detail.socketWrapper.reconnect, 250 + Math.random() * 750);
+  });
+
   // The HTTP response and the websocket both announce new bubbles; keep the first copy.
   document.addEventListener("htmx:oobBeforeSwap", function (evt) {
     const target = evt.detail.target;

@@ -104,3 +104,23 @@ def test_scrolling_up_a_long_thread_loads_earlier_messages_in_order_and_keeps_th
     assert seqs == list(range(1, 251))
     page.evaluate("window.scrollTo({top: 0})")
     expect(page.locator("#earlier")).to_have_count(0)  # nothing before the first message
+
+
+def test_a_page_reconnects_and_catches_up_when_redis_restarted_empty(page, alice, roles):
+    """Redis lost everything (its epoch changed): the server asks each tab to reconnect, and
+    the page does, syncing again."""
+    from apps.chat import livestate
+
+    session = session_create(owner=alice, name="Epoch")
+    log_in(page)
+    page.add_init_script(
+        "window.__opens = 0;"
+        "document.addEventListener('htmx:wsOpen', function () { window.__opens += 1; });"
+    )
+    page.goto(f"/t/{session.active_thread.public_id}/")
+    page.wait_for_function("window.__opens === 1")
+    expect(page.locator("#sync-state")).to_have_attribute("data-synced", "true")
+    with livestate.sync_client() as client:
+        client.set(livestate.EPOCH_KEY, "a Redis that restarted empty")
+    page.wait_for_function("window.__opens === 2", timeout=15_000)
+    expect(page.locator("#sync-state")).to_have_attribute("data-synced", "true")

@@ -28,7 +28,9 @@ from apps.chat.selectors import messages_to_sync, thread_message, threads_for_us
 logger = logging.getLogger(__name__)
 CLOSE_UNAUTHENTICATED = 4401
 CLOSE_NOT_FOUND = 4404
-CLOSE_RECONNECT = 1012  # "service restart": the page reconnects, syncs and catches up
+# Parley's own "reconnect and catch up" (daphne can only send 1000 or 3000-4999, so not the
+# standard 1012 "service restart"); the page's script reconnects on it.
+CLOSE_RECONNECT = 4012
 MAX_PENDING_IDS = 500
 # A page syncs once per connection; more often than this is a broken or hostile client, and
 # each sync renders a snapshot.
@@ -85,7 +87,7 @@ class ThreadConsumer(AsyncWebsocketConsumer):
             await self._catch_up(thread, data)
         except RedisError as exc:
             # Redis is away or just restarted: ask the page to reconnect and sync again, rather
-            # than crash this socket (1011, which a page also retries, but noisily).
+            # than crash this socket.
             logger.warning("Could not sync a tab (%s); asking it to reconnect", exc)
             self.groups_joined = []
             await self.close(code=CLOSE_RECONNECT)
@@ -136,8 +138,8 @@ class ThreadConsumer(AsyncWebsocketConsumer):
         await self.send(text_data=SYNCED)
 
     async def _watch_epoch(self) -> None:
-        """Redis restarted empty: the groups this tab joined are gone with it. Close with
-        "service restart"; the page reconnects, joins again and catches up exactly."""
+        """Redis restarted empty: the groups this tab joined are gone with it. Ask the page to
+        reconnect; it joins again and catches up exactly."""
         while True:
             await asyncio.sleep(EPOCH_CHECK_SECONDS)
             try:
