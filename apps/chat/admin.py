@@ -4,6 +4,7 @@ from django.template.response import TemplateResponse
 from apps.chat.models import (
     Message,
     MessageUsage,
+    QueuedMessage,
     Session,
     SessionRole,
     Thread,
@@ -80,10 +81,21 @@ class TurnAdmin(admin.ModelAdmin):
         "thread",
         "auto_rounds",
         "auto_replies_done",
+        "sequential",
         "rounds_stopped",
+        "stopped_because",
         "created_at",
     ]
     raw_id_fields = ["thread", "user_message"]
+
+
+@admin.register(QueuedMessage)
+class QueuedMessageAdmin(admin.ModelAdmin):
+    """Messages waiting for their thread's running turn to settle."""
+
+    list_display = ["created_at", "thread", "author", "send_now"]
+    raw_id_fields = ["thread", "author"]
+    search_fields = ["text"]
 
 
 @admin.register(ThreadSummary)
@@ -99,8 +111,8 @@ class UsageAdmin(admin.ModelAdmin):
 
     list_display = ["finished_at", "speaker", "provider", "model", "input_tokens",
                     "output_tokens", "cache_read_tokens", "cache_write_tokens", "ttft_ms",
-                    "duration_ms"]  # fmt: skip
-    list_filter = ["provider", "model", "speaker", "thread__session__owner"]
+                    "duration_ms", "stop_reason", "continuations"]  # fmt: skip
+    list_filter = ["provider", "model", "speaker", "stop_reason", "thread__session__owner"]
     date_hierarchy = "finished_at"
     change_list_template = "admin/chat/usage_change_list.html"
 

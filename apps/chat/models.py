@@ -9,6 +9,35 @@ class AddressingMode(models.TextChoices):
     BROADCAST = "broadcast", "Broadcast — unaddressed messages go to every unmuted role"
 
 
+class TurnMode(models.TextChoices):
+    BROADCAST = "broadcast", "Broadcast — the first round answers in parallel, then round-robin"
+    SEQUENTIAL = "sequential", "Sequential — one role at a time from the start"
+
+
+REPLY_LENGTHS = {"short": 150, "normal": 0, "long": 800}  # word budgets; 0 = the roles' own
+MAX_REPLY_WORDS = 5000
+
+
+def reply_words(length: str) -> int:
+    """A reply-length setting as a word budget: short, normal, long or a number of words."""
+    length = (length or "").strip().lower()
+    if length in REPLY_LENGTHS:
+        return REPLY_LENGTHS[length]
+    return int(length) if length.isascii() and length.isdigit() else 0
+
+
+def parse_reply_length(value: str) -> str:
+    """The stored form of a reply length the person typed; ValueError explains a bad one."""
+    value = (value or "").strip().lower().removesuffix(" words").removesuffix("words").strip()
+    if value in REPLY_LENGTHS:
+        return value
+    if value.isascii() and value.isdigit() and 10 <= int(value) <= MAX_REPLY_WORDS:
+        return str(int(value))
+    raise ValueError(
+        f"Use short, normal, long or a number of words from 10 to {MAX_REPLY_WORDS:,}."
+    )
+
+
 class Session(models.Model):
     """A user's workspace: configuration shared by every thread in it."""
 
@@ -34,10 +63,34 @@ class Session(models.Model):
     auto_rounds = models.PositiveSmallIntegerField(
         default=0, help_text="Rounds the roles continue among themselves after a turn; 0 = off."
     )
+    turn_mode = models.CharField(
+        max_length=16, choices=TurnMode.choices, default=TurnMode.BROADCAST
+    )
+    round_order = models.JSONField(
+        default=list, blank=True,
+        help_text="Handles in the order auto-rounds go round; empty: the roles' own order.",
+    )  # fmt: skip
+    group_rules = models.TextField(
+        blank=True, help_text="The instructions every role gets; blank: Parley's default."
+    )
+    reply_length = models.CharField(
+        max_length=16, default="normal", help_text="short, normal, long, or a word budget."
+    )
+    turn_token_budget = models.PositiveIntegerField(
+        default=0, help_text="Tokens a turn's auto-rounds may use in all; 0 = no limit."
+    )
+    turn_time_limit = models.PositiveIntegerField(
+        default=0, help_text="Seconds a turn's auto-rounds may run; 0 = no limit."
+    )
+    stop_phrase = models.CharField(
+        max_length=80, blank=True, help_text="A reply containing it ends the auto-rounds."
+    )
+    ai_mentions = models.BooleanField(
+        default=False, help_text="A reply that mentions @another_role has that role answer next."
+    )
     disabled_tools = models.JSONField(
         default=list, blank=True, help_text="Names of built-in tools the roles may not use."
     )
-    sticky_handle = models.CharField(max_length=40, blank=True)
     roles = models.ManyToManyField("roles.Role", through="SessionRole", related_name="sessions")
     active_thread = models.ForeignKey(
         "Thread", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
@@ -84,6 +137,9 @@ class Thread(models.Model):
         "Message", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
     label = models.CharField(max_length=120, blank=True)
+    sticky_handle = models.CharField(
+        max_length=40, blank=True, help_text="Where messages without a mention go (sticky mode)."
+    )
     next_seq = models.PositiveIntegerField(default=1)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
@@ -127,13 +183,26 @@ class Turn(models.Model):
     )
     auto_rounds = models.PositiveSmallIntegerField(default=0)
     auto_replies_done = models.PositiveIntegerField(default=0)
-    rounds_stopped = models.BooleanField(
-        default=False, help_text="Set by an interrupt or a newer user message."
+    rounds_stopped = models.BooleanField(default=False, help_text="Set by an interrupt.")
+    sequential = models.BooleanField(
+        default=False, help_text="Its roles answer one at a time, each seeing the ones before."
     )
+    mentions_only = models.BooleanField(
+        default=False, help_text="A directed turn: only a role a reply mentions answers next."
+    )
+    reply_length = models.CharField(max_length=16, blank=True, help_text="This turn's budget.")
+    stopped_because = models.CharField(max_length=16, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
 
     def __str__(self) -> str:
         return f"Turn {self.pk} of {self.thread}"
+
+
+class TurnStop(models.TextChoices):
+    ROUNDS = "rounds", "the round limit"
+    TOKENS = "tokens", "the token budget"
+    TIME = "time", "the time limit"
+    PHRASE = "phrase", "the stop phrase"
 
 
 class Stage(models.IntegerChoices):
@@ -192,6 +261,15 @@ class Message(models.Model):
     ttft_ms = models.PositiveIntegerField(null=True, blank=True)
     duration_ms = models.PositiveIntegerField(null=True, blank=True)
     attempt = models.PositiveSmallIntegerField(default=0)
+    stop_reason = models.CharField(
+        max_length=16, blank=True, help_text="The provider's last stop reason."
+    )
+    continuations = models.PositiveSmallIntegerField(
+        default=0, help_text="Calls made to continue it after the length limit."
+    )
+    topic = models.JSONField(
+        default=dict, blank=True, help_text="A user message's detected topic mode and confidence."
+    )
     turn = models.ForeignKey(
         Turn, null=True, blank=True, on_delete=models.SET_NULL, related_name="messages"
     )
@@ -246,6 +324,32 @@ class Message(models.Model):
     @property
     def in_flight(self) -> bool:
         return self.status in IN_FLIGHT
+
+    @property
+    def cut_off(self) -> bool:
+        """It ended at the length limit even after its continuations."""
+        return self.status == MessageStatus.DONE and self.stop_reason == "max_tokens"
+
+
+class QueuedMessage(models.Model):
+    """A message sent while the thread's turn runs: posted when the turn has settled."""
+
+    public_id = models.UUIDField(default=uuid.uuid4, unique=True, editable=False)
+    thread = models.ForeignKey(Thread, on_delete=models.CASCADE, related_name="queued")
+    author = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    text = models.TextField()
+    reply_length = models.CharField(max_length=16, blank=True)
+    client_token = models.UUIDField(null=True, blank=True, editable=False)
+    send_now = models.BooleanField(default=False, help_text="Jumps the queue.")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["thread", "-send_now", "created_at", "pk"]
+
+    def __str__(self) -> str:
+        return f"Queued in {self.thread}: {self.text[:40]}"
 
 
 class MessageUsage(Message):

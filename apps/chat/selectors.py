@@ -4,11 +4,21 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from django.conf import settings
 from django.db.models import Avg, Count, IntegerField, Q, QuerySet, Sum
 from django.db.models.fields.json import KT
 from django.db.models.functions import Cast, Coalesce
 
-from apps.chat.models import IN_FLIGHT, Message, Session, SessionRole, Thread
+from apps.chat.models import (
+    IN_FLIGHT,
+    Message,
+    QueuedMessage,
+    Session,
+    SessionRole,
+    Stage,
+    Thread,
+    Turn,
+)
 from apps.roles.models import Role
 
 
@@ -161,6 +171,17 @@ class UsageSummary:
     cache_write_tokens: int
     avg_duration_ms: int | None
     avg_ttft_ms: int | None
+    truncated: int = 0  # replies that reached the length limit at least once
+    cut_off: int = 0  # ... and were still cut off after their continuations
+
+    @property
+    def truncation_share(self) -> float | None:
+        return self.truncated / self.replies if self.replies else None
+
+    @property
+    def recovery_share(self) -> float | None:
+        """Of the truncated replies, the share the continuations completed."""
+        return (self.truncated - self.cut_off) / self.truncated if self.truncated else None
 
     @property
     def cache_hit_share(self) -> float | None:
@@ -183,6 +204,8 @@ def usage_totals(replies: QuerySet[Message]) -> UsageSummary:
         cache_write_tokens=tokens("cache_write"),
         avg_duration_ms=Avg("duration_ms"),
         avg_ttft_ms=Avg("ttft_ms"),
+        truncated=Count("pk", filter=Q(continuations__gt=0) | Q(stop_reason="max_tokens")),
+        cut_off=Count("pk", filter=Q(stop_reason="max_tokens")),
     )
     for average in ("avg_duration_ms", "avg_ttft_ms"):
         if row[average] is not None:
@@ -216,3 +239,41 @@ def thread_tree(*, session: Session) -> list[tuple[Thread, int]]:
 
     walk(None, 0)
     return ordered
+
+
+def thread_queue(*, thread: Thread) -> list[QueuedMessage]:
+    """Messages waiting for the thread's running turn to settle, in the order they will run."""
+    return list(QueuedMessage.objects.filter(thread=thread))
+
+
+def queued_for_user(*, user) -> QuerySet[QueuedMessage]:
+    return QueuedMessage.objects.filter(thread__session__owner=user).select_related("thread")
+
+
+@dataclass(frozen=True)
+class RoundState:
+    round: int  # the auto-round running now; 0 while the turn's own replies run
+    rounds: int
+    next_handle: str  # the member shown as waiting next
+    mentions_only: bool
+
+
+def round_state(*, thread: Thread) -> RoundState | None:
+    """Where the thread's running turn is in its auto-rounds (None: no rounds to come)."""
+    turn = Turn.objects.filter(thread=thread).order_by("-pk").first()
+    if turn is None or not turn.auto_rounds or turn.rounds_stopped:
+        return None
+    replies = list(turn.messages.values_list("stage", "status", "dispatched_at", "speaker"))
+    if not any(status in IN_FLIGHT for _, status, _, _ in replies):
+        return None
+    members = SessionRole.objects.filter(session_id=thread.session_id, muted=False).count()
+    if members < 2:
+        return None
+    started = sum(1 for stage, _, at, _ in replies if stage == Stage.AUTO_ROUND and at)
+    waiting = [h for stage, status, at, h in replies if stage == Stage.AUTO_ROUND and not at]
+    return RoundState(
+        round=(started - 1) // members + 1 if started else 0,
+        rounds=min(turn.auto_rounds, settings.PARLEY_MAX_AUTO_ROUNDS),
+        next_handle=waiting[0] if waiting else "",
+        mentions_only=turn.mentions_only,
+    )

@@ -8,6 +8,7 @@ ProviderError that says so, and the caller keeps the partial reply.
 from __future__ import annotations
 
 import asyncio
+import logging
 import random
 from collections.abc import AsyncGenerator, Awaitable, Callable
 from dataclasses import replace
@@ -26,6 +27,7 @@ from apps.providers.types import (
 )
 
 ToolRunner = Callable[[ToolCall], Awaitable[str]]
+logger = logging.getLogger(__name__)
 
 MAX_ATTEMPTS = 4
 MAX_CONTINUATIONS = 3
@@ -36,7 +38,7 @@ CONTINUE_PROMPT = (
     "without repeating anything and without any preamble."
 )
 RESUME_PROMPT = (
-    "Your previous reply was interrupted by a server restart. Continue exactly where it "
+    "Your previous reply was cut off before it was finished. Continue exactly where it "
     "stopped, without repeating anything and without any preamble."
 )
 
@@ -127,13 +129,21 @@ async def converse(
                     raise
                 await sleep(backoff_seconds(error, attempt))
 
-        if stop.reason == "max_tokens" and continuations < max_continuations and text:
-            continuations += 1
-            messages += [
-                ChatMessage("assistant", ({"type": "text", "text": text},)),
-                ChatMessage("user", ({"type": "text", "text": CONTINUE_PROMPT},)),
-            ]
-            continue
+        if stop.reason == "max_tokens":
+            logger.warning(
+                "A %s reply reached the length limit (%s tokens); continuation %d of %d",
+                request.model, request.max_tokens, continuations + 1, max_continuations,
+            )  # fmt: skip
+            if continuations < max_continuations:
+                continuations += 1
+                if text:  # the model goes on from its own words (a cut tool call is redone)
+                    messages += [
+                        ChatMessage("assistant", ({"type": "text", "text": text},)),
+                        ChatMessage("user", ({"type": "text", "text": CONTINUE_PROMPT},)),
+                    ]
+                else:  # cut off inside a tool call: the same round again, with room to finish
+                    request = replace(request, max_tokens=request.max_tokens * 2)
+                continue
 
         if calls and run_tool is not None:
             if tool_rounds >= max_tool_rounds:
@@ -170,6 +180,8 @@ async def converse(
 
         for call in calls:  # no runner: report the calls, run nothing
             yield call
+        if continuations and stop.reason != "max_tokens":
+            logger.info("A %s reply recovered after %d continuations", request.model, continuations)
         yield usage
-        yield stop
+        yield replace(stop, continuations=continuations)
         return

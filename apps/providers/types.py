@@ -95,6 +95,7 @@ StopReason = Literal["end", "max_tokens", "tool_use", "stop_sequence", "refusal"
 @dataclass(frozen=True)
 class Stop:
     reason: StopReason
+    continuations: int = 0  # calls made to continue the reply after the length limit
 
 
 StreamEvent = TextDelta | ToolCall | ToolResult | Usage | Stop

@@ -24,6 +24,10 @@ class Role(models.Model):
     answers_last = models.BooleanField(
         default=False, help_text="Answers after the others in a fan-out, seeing their answers."
     )
+    output_rules = models.TextField(
+        blank=True,
+        help_text="How its replies are shaped, e.g. 'At most 200 words; most important first.'",
+    )
     can_write = models.BooleanField(default=False, help_text="May use write tools.")
     model_override = models.CharField(
         max_length=120, blank=True, help_text="Used in every session that sets no model for it."

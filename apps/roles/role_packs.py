@@ -25,6 +25,7 @@ ROLE_FIELDS = {
     "answers_last": bool,
     "can_write": bool,
     "model_override": str,
+    "output_rules": str,
 }
 REQUIRED_ROLE_FIELDS = ("handle", "display_name")
 RESERVED_HANDLES = {"all", "user", "parley"}
@@ -128,8 +129,10 @@ def apply_pack(data: dict, *, Role, RoleGroup) -> PackReport:
     """Create or update the pack's roles and groups; running it twice changes nothing."""
     slug = data["pack"].strip()
     report = PackReport(pack=slug)
+    # A data migration passes a historical model, which may predate some fields.
+    known_fields = {f.name for f in Role._meta.get_fields()}
     for spec in data["roles"]:
-        values = {key: value for key, value in spec.items() if key != "handle"}
+        values = {k: v for k, v in spec.items() if k != "handle" and k in known_fields}
         values["pack"] = slug
         role = Role.objects.filter(handle=spec["handle"]).first()
         if role is None:

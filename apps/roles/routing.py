@@ -1,7 +1,14 @@
 """Who answers a message: @-mentions, groups, sticky/broadcast modes, mutes, answers-last.
 
 A pure function over plain data. It decides only *who* is called and in which order; every
-addressed role receives the whole message.
+addressed role receives the whole message. The rules:
+
+- A message that **starts** with mentions addresses just the mentioned roles and groups.
+- Mentions **scattered** through a message address the sticky role (or, in broadcast mode,
+  everyone) **plus** every mentioned role.
+- No mention: the sticky role (sticky mode, else the default role) or everyone (broadcast).
+- Auto-rounds follow only a *fan-out* — a broadcast, `@all` or a group handle; a message
+  directed at members by name is answered by them alone.
 """
 
 from __future__ import annotations
@@ -13,6 +20,7 @@ ALL_HANDLE = "all"
 # `@` after a word character is an e-mail address, not a mention.
 MENTION = re.compile(r"(?<![\w.@/+-])@([A-Za-z][A-Za-z0-9_-]*)")
 CODE = re.compile(r"```.*?(?:```|$)|`[^`\n]*`", re.S)
+LEADING_MENTIONS = re.compile(r"^\s*(?:@[A-Za-z][A-Za-z0-9_-]*[\s,:;]*)+")
 
 
 @dataclass(frozen=True)
@@ -29,7 +37,8 @@ class Route:
     last: tuple[str, ...]  # answer after all of `parallel`, seeing their answers
     unknown: tuple[str, ...] = ()  # mentioned handles that name nobody (tell the person)
     muted: tuple[str, ...] = ()  # addressed but muted (tell the person)
-    sticky: str = ""  # the session's sticky role after this message
+    sticky: str = ""  # the thread's sticky role after this message
+    fan_out: bool = False  # a broadcast or group turn: auto-rounds may follow
 
     @property
     def targets(self) -> tuple[str, ...]:
@@ -46,6 +55,12 @@ def mentions(text: str) -> list[str]:
     return seen
 
 
+def leading_mentions(text: str) -> list[str]:
+    """The handles a message starts with (`@director @visual redo` → both)."""
+    match = LEADING_MENTIONS.match(text)
+    return mentions(match.group(0)) if match else []
+
+
 def route_message(
     text: str,
     *,
@@ -59,11 +74,14 @@ def route_message(
     addressed: list[str] = []
     unknown: list[str] = []
     individual: list[str] = []
-    for handle in mentions(text):
+    fan_out = False
+    named = mentions(text)
+    for handle in named:
         if handle == ALL_HANDLE:
-            members = [role.handle for role in roles]
+            members, fan_out = [role.handle for role in roles], True
         elif handle in groups:
             members = [member for member in groups[handle] if member in by_handle]
+            fan_out = True
         elif handle in by_handle:
             members = [handle]
             individual.append(handle)
@@ -72,16 +90,18 @@ def route_message(
             continue
         addressed += [member for member in members if member not in addressed]
 
-    new_sticky = individual[-1] if individual else sticky
-    # A message whose only mentions are typos reaches nobody: the person is told instead.
-    if not addressed and not unknown:
+    default = sticky if sticky in by_handle else ""
+    default = default or next((r.handle for r in roles if r.is_default), "")
+    scattered = bool(named) and not leading_mentions(text)
+    # A message that starts with typos reaches nobody: the person is told instead.
+    if scattered or (not addressed and not unknown):
         if mode == "broadcast":
-            addressed = [role.handle for role in roles]
+            base, fan_out = [role.handle for role in roles], True
         else:
-            fallback = sticky if sticky in by_handle else ""
-            fallback = fallback or next((r.handle for r in roles if r.is_default), "")
-            addressed = [fallback] if fallback else []
-    named = set(mentions(text))
+            base = [default] if default else []
+        addressed = base + [handle for handle in addressed if handle not in base]
+    # Scattered mentions call others in; the person still talks to the sticky role.
+    new_sticky = sticky if scattered or not individual else individual[-1]
     # Muted roles are skipped everywhere; the person is told only when they named one.
     muted = tuple(h for h in addressed if by_handle[h].muted and h in named)
     active = [h for h in addressed if not by_handle[h].muted]
@@ -91,4 +111,5 @@ def route_message(
         unknown=tuple(unknown),
         muted=muted,
         sticky=new_sticky if new_sticky in by_handle else "",
+        fan_out=fan_out,
     )

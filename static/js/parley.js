@@ -206,9 +206,13 @@
     if (!list) return;
     const query = mentionQuery(area);
     if (query === null) { closeMentions(); return; }
-    const found = mentionCandidates().filter(function (c) {
-      return c.handle.indexOf(query) === 0 || c.name.toLowerCase().indexOf(query) !== -1;
-    });
+    // Handles that start with what was typed come first (`@s` → @sound_designer, not the
+    // first role whose name merely contains an "s"), then matches inside names.
+    const candidates = mentionCandidates();
+    const found = candidates.filter(function (c) { return c.handle.indexOf(query) === 0; })
+      .concat(candidates.filter(function (c) {
+        return c.handle.indexOf(query) !== 0 && c.name.toLowerCase().indexOf(query) !== -1;
+      }));
     // Nothing to offer, or the handle is already complete: Enter should send.
     if (!found.length || (found.length === 1 && found[0].handle === query)) { closeMentions(); return; }
     mentionIndex = Math.min(mentionIndex, found.length - 1);
@@ -376,4 +380,33 @@
   // scrolled to and load a page nobody asked for.
   openAtLatest();
   document.addEventListener("DOMContentLoaded", openAtLatest);
+
+  // The thread's sticky role, pushed with the thread's status: the addressing line and the
+  // role chips follow it (the session-wide pushes do not know which thread a tab shows).
+  function syncSticky() {
+    const status = document.getElementById("thread-status");
+    if (!status) return;
+    const sticky = status.dataset.sticky || "";
+    document.querySelectorAll(".role-picker .chip[data-handle]").forEach(function (chip) {
+      const on = chip.dataset.handle === sticky;
+      chip.classList.toggle("chip--sticky", on);
+    });
+    document.querySelectorAll(".sticky-name").forEach(function (name) {
+      name.textContent = sticky ? "@" + sticky : name.dataset.default;
+    });
+  }
+  document.addEventListener("htmx:oobAfterSwap", syncSticky);
+  document.addEventListener("htmx:afterSwap", syncSticky);
+  document.addEventListener("htmx:wsAfterMessage", syncSticky);
+
+  // A queued message's Edit opens its form in place.
+  document.addEventListener("click", function (evt) {
+    const edit = evt.target.closest(".queued-edit");
+    const cancel = evt.target.closest(".queued-edit-cancel");
+    const item = (edit || cancel) && (edit || cancel).closest(".queued");
+    if (!item) return;
+    const form = item.querySelector(".queued-edit-form");
+    form.hidden = !edit;
+    if (edit) form.querySelector("textarea").focus();
+  });
 })();

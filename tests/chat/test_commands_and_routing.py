@@ -9,13 +9,15 @@ from django.urls import reverse
 
 from apps.chat.council.posting import message_post
 from apps.chat.council.requests import request_for_reply
-from apps.chat.models import Message, MessageKind, Session, Stage
+from apps.chat.models import IN_FLIGHT, Message, MessageKind, Session, Stage, Thread
 from apps.chat.records.sessions import session_set_roles
 
 pytestmark = pytest.mark.django_db
 
 
 def post(thread, text):
+    """Post as if the previous turn had finished (no worker runs here): nothing queues."""
+    Message.objects.filter(thread=thread, status__in=IN_FLIGHT).update(status="done")
     return message_post(thread=thread, author=thread.session.owner, text=text)
 
 
@@ -27,7 +29,7 @@ def test_mentions_route_with_the_director_last_and_sticky_follow_ups(alice_threa
     posted = post(alice_thread, "@Director and @visual_architect: the opening?")
     assert speakers(posted) == ["visual_architect", "director"]
     assert [r.stage for r in posted.replies] == [Stage.PARALLEL, Stage.LAST]
-    assert Session.objects.get(pk=alice_thread.session_id).sticky_handle == "visual_architect"
+    assert Thread.objects.get(pk=alice_thread.pk).sticky_handle == "visual_architect"
     assert speakers(post(alice_thread, "and the colour?")) == ["visual_architect"]
     assert speakers(post(alice_thread, "mail me at bob@director.example")) == ["visual_architect"]
     assert speakers(post(alice_thread, "@all-creatives thoughts?")) == [

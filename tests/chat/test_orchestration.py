@@ -152,47 +152,59 @@ def test_interrupt_stops_every_call_within_a_second_and_cancels_auto_rounds(
     assert Turn.objects.get(thread=council).rounds_stopped
 
 
-def test_auto_rounds_run_round_robin_one_at_a_time(alice, council, celery_worker, emulator):
+def test_auto_rounds_follow_a_fan_out_round_robin_one_at_a_time_with_the_next_one_waiting(
+    alice, council, celery_worker, emulator
+):
     session = council.session
     session_set_roles(
         session=session, roles=list(Role.objects.filter(handle__in=["director", *FOUR[:2]]))
     )
     session.auto_rounds = 2
     session.save()
-    emulator.script(*(Script(text="A short thought.", provider="anthropic") for _ in range(7)))
-    posted = message_post(thread=council, author=alice, text="@editorial_architect go")
+    emulator.script(
+        *(Script(text="A short thought " * 6, tokens_per_second=80, provider="anthropic")
+          for _ in range(9))
+    )  # fmt: skip
+    posted = message_post(thread=council, author=alice, text="@all go")
     turn = Turn.objects.get(thread=council)
-    wait_until(lambda: Turn.objects.get(pk=turn.pk).auto_replies_done == 6, timeout=20)
-    auto = wait_settled(list(Message.objects.filter(turn=turn, stage=Stage.AUTO_ROUND)))
+    # While an auto-round reply streams, the next member's bubble already waits.
+    seen_waiting_next = False
+
+    def rounds_done() -> bool:
+        nonlocal seen_waiting_next
+        autos = list(Message.objects.filter(turn=turn, stage=Stage.AUTO_ROUND).order_by("seq"))
+        streaming = [m for m in autos if m.status == MessageStatus.STREAMING]
+        waiting = [m for m in autos if m.status == MessageStatus.QUEUED and not m.dispatched_at]
+        seen_waiting_next |= bool(streaming and waiting)
+        return len(autos) == 6 and all(m.status == MessageStatus.DONE for m in autos)
+
+    wait_until(rounds_done, timeout=40)
+    assert seen_waiting_next
+    auto = list(Message.objects.filter(turn=turn, stage=Stage.AUTO_ROUND).order_by("seq"))
     order = ["editorial_architect", "visual_architect", "director"]
     assert [m.speaker for m in auto] == order * 2
-    assert all(m.status == MessageStatus.DONE for m in auto)
     everything = [*wait_settled(posted.replies), *auto]
-    for earlier, later in itertools.pairwise(everything):
+    first_stage_end = max(m.finished_at for m in everything[:3])
+    assert auto[0].started_at >= first_stage_end
+    for earlier, later in itertools.pairwise(auto):
         assert later.started_at >= earlier.finished_at  # one at a time
     # The auto-round cue goes only to auto-round replies.
     cued = [r for r in emulator.requests if "This is an auto-round" in str(r.body["messages"])]
     assert len(cued) == 6
+    assert Turn.objects.get(pk=turn.pk).stopped_because == "rounds"
 
 
-def test_a_new_message_stops_pending_auto_rounds(alice, council, celery_worker, emulator):
+def test_a_directed_message_starts_no_auto_rounds(alice, council, celery_worker, emulator):
     session = council.session
-    session.auto_rounds = 5
+    session.auto_rounds = 3
     session.save()
-    emulator.script(
-        *(Script(text="more " * 30, tokens_per_second=60, provider="anthropic") for _ in range(30))
-    )
-    message_post(thread=council, author=alice, text="@visual_architect start")
-    first = Turn.objects.get(thread=council)
-    wait_until(lambda: Turn.objects.get(pk=first.pk).auto_replies_done >= 1, timeout=15)
-    message_post(thread=council, author=alice, text="@director stop there")
-    first.refresh_from_db()
-    done_at_stop = first.auto_replies_done
-    assert first.rounds_stopped
-    time.sleep(2.5)  # several replies' worth of time
-    first.refresh_from_db()
-    assert first.auto_replies_done == done_at_stop
-    thread_interrupt(thread=council)
+    emulator.script(Script(text="Only me.", provider="anthropic"))
+    posted = message_post(thread=council, author=alice, text="@visual_architect light it")
+    (reply,) = wait_settled(posted.replies)
+    assert reply.text == "Only me."
+    time.sleep(1.0)  # give a wrongly scheduled auto-round time to appear
+    assert not Message.objects.filter(thread=council, stage=Stage.AUTO_ROUND).exists()
+    assert len(emulator.requests) == 1
 
 
 def test_retry_reruns_only_the_failed_role_and_regenerate_keeps_the_old_text(

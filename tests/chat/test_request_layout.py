@@ -147,6 +147,7 @@ def test_per_role_model_and_credential_override(alice, alice_thread, emulated_an
     actor.credential, actor.model_override = local, "llama3.1"
     actor.save()
     Role.objects.filter(handle="director").update(model_override="")
+    Message.objects.filter(thread=alice_thread).update(status="done")  # that turn has finished
     posted = message_post(thread=alice_thread, author=alice, text="@actor_agent again")
     assert (posted.replies[0].provider, posted.replies[0].model) == (
         "openai_compatible",

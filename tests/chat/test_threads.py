@@ -108,6 +108,8 @@ def settings_form(session, **changes):
         "memory": "Budget is small.",
         "addressing_mode": "broadcast",
         "auto_rounds": "2",
+        "turn_mode": "broadcast",
+        "reply_length": "normal",
         "tools": ["read_memory", "list_roles"],
         "roles": [str(r.pk) for r in Role.objects.filter(handle__in=["assistant", "director"])],
         **changes,

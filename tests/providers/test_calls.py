@@ -79,7 +79,7 @@ async def test_a_max_tokens_stop_is_continued_into_one_reply(kind, emulator):
     )
     events, _ = await run(kind, emulator, request())
     assert text_of(events) == "The first half, and the rest."
-    assert events[-1] == Stop("end")
+    assert events[-1] == Stop("end", continuations=1)
     follow_up = json.dumps(emulator.requests[1].body)
     assert "The first half" in follow_up and "Continue exactly where it stopped" in follow_up
     usage = next(e for e in events if isinstance(e, Usage))

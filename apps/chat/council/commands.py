@@ -14,11 +14,21 @@ from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import transaction
 
+from apps.chat.council import orchestration
 from apps.chat.council.posted import PostedMessage
 from apps.chat.council.replies import replies_to_retry, reply_rerun
 from apps.chat.display import events
-from apps.chat.models import AddressingMode, Session, Thread
+from apps.chat.models import (
+    AddressingMode,
+    QueuedMessage,
+    Session,
+    Thread,
+    TurnMode,
+    parse_reply_length,
+    reply_words,
+)
 from apps.chat.records.messages import notice_create
+from apps.chat.records.text import validate_message_text
 from apps.chat.records.threads import thread_create, thread_rename
 from apps.chat.selectors import session_links
 from apps.roles.routing import mentions
@@ -103,7 +113,10 @@ def help_command(*, thread, session, author, argument):
     lines += [
         "",
         f"**Roles:** {roster}; `@all` addresses every unmuted role.",
-        f"**Mode:** {session.addressing_mode} · **Auto-rounds:** {session.auto_rounds}",
+        f"**Mode:** {session.addressing_mode}, {session.turn_mode} · "
+        f"**Auto-rounds:** {session.auto_rounds} · {_budget_text(session)} · "
+        f"**Reply length:** {session.reply_length} · "
+        f"**AI mentions:** {'on' if session.ai_mentions else 'off'}",
         "",
         KEYS_HELP,
     ]
@@ -132,19 +145,32 @@ def unmute_command(*, thread, session, author, argument):
     return _set_muted(session, thread, argument, False, "/unmute @handle")
 
 
-@command("mode", "/mode sticky|broadcast", "where messages without a mention go")
+MODES = {
+    "sticky": "messages without a mention go to the last role you addressed in this thread.",
+    "broadcast": "messages without a mention go to every unmuted role.",
+    "parallel": "a fan-out's first round answers in parallel (the answers-last roles after "
+    "them), then the auto-rounds go round-robin.",
+    "sequential": "a fan-out's roles answer one at a time from the start, in the round order, "
+    "each seeing the ones before.",
+}
+
+
+@command("mode", "/mode sticky|broadcast|parallel|sequential", "who answers, and in which order")
 def mode_command(*, thread, session, author, argument):
     mode = argument.lower()
-    if mode not in AddressingMode.values:
-        raise ValidationError("Use /mode sticky or /mode broadcast.", code="bad_command")
-    session.addressing_mode = mode
-    session.save(update_fields=["addressing_mode", "updated_at"])
+    if mode not in MODES:
+        raise ValidationError(
+            "Use /mode sticky or /mode broadcast (where messages without a mention go), or "
+            "/mode parallel or /mode sequential (how a fan-out's first round runs).",
+            code="bad_command",
+        )
+    if mode in AddressingMode.values:
+        session.addressing_mode = mode
+    else:
+        session.turn_mode = TurnMode.SEQUENTIAL if mode == "sequential" else TurnMode.BROADCAST
+    session.save(update_fields=["addressing_mode", "turn_mode", "updated_at"])
     events.publish_session_controls_on_commit(session=session)
-    explained = {
-        "sticky": "messages without a mention go to the last role you addressed.",
-        "broadcast": "messages without a mention go to every unmuted role.",
-    }
-    return _notice(thread, f"Mode: **{mode}** — {explained[mode]}")
+    return _notice(thread, f"Mode: **{mode}** — {MODES[mode]}")
 
 
 @command("rounds", "/rounds N", "let the roles continue among themselves for N rounds (0 = off)")
@@ -189,3 +215,96 @@ def retry_command(*, thread, session, author, argument):
     names = ", ".join(f"@{m.speaker}" for m in replies)
     posted = _notice(thread, f"Retrying {names}.")
     return PostedMessage(user_message=None, replies=[], notices=posted.notices)
+
+
+def _budget_text(session: Session) -> str:
+    parts = [
+        f"{session.turn_token_budget:,} tokens" if session.turn_token_budget else "",
+        f"{session.turn_time_limit} s" if session.turn_time_limit else "",
+        f"stop phrase “{session.stop_phrase}”" if session.stop_phrase else "",
+    ]
+    chosen = [part for part in parts if part]
+    return "**Budget:** " + (", ".join(chosen) if chosen else "rounds only")
+
+
+BUDGET = re.compile(r"([0-9]{1,9})\s*(tokens?|s|sec|seconds?|m|min|minutes?)")
+BUDGET_USAGE = "/budget N tokens | N s | stop PHRASE | off"
+
+
+@command("budget", BUDGET_USAGE, "also end auto-rounds at a token budget, a time or a phrase")
+def budget_command(*, thread, session, author, argument):
+    match = BUDGET.fullmatch(argument.lower())
+    if argument.lower() == "off":
+        session.turn_token_budget = session.turn_time_limit = 0
+        session.stop_phrase = ""
+    elif argument.lower().startswith("stop "):
+        phrase = " ".join(argument[5:].split()).strip("\"'“”")
+        if not phrase or len(phrase) > 80:
+            raise ValidationError("Give a stop phrase of 1 to 80 characters.", code="bad_command")
+        session.stop_phrase = phrase
+    elif match:
+        amount, unit = int(match.group(1)), match.group(2)
+        if unit.startswith("token"):
+            session.turn_token_budget = amount
+        else:
+            session.turn_time_limit = amount * 60 if unit.startswith("m") else amount
+    elif argument:
+        raise ValidationError(f"Use {BUDGET_USAGE}.", code="bad_command")
+    session.save(
+        update_fields=["turn_token_budget", "turn_time_limit", "stop_phrase", "updated_at"]
+    )
+    return _notice(
+        thread,
+        f"{_budget_text(session)}. Auto-rounds also stop after {session.auto_rounds} round(s); "
+        "the turn ends, with a notice saying why, when any limit is reached.",
+    )
+
+
+@command("length", "/length short|normal|long|N [message]", "how long replies are (N words)")
+def length_command(*, thread, session, author, argument):
+    value, _, message = argument.partition(" ")
+    try:
+        length = parse_reply_length(value)
+    except ValueError as exc:
+        raise ValidationError(str(exc), code="bad_command") from None
+    message = message.strip()
+    if message:  # this message only
+        text = validate_message_text(message)
+        return orchestration.message_enter(
+            thread=thread, author=author, text=text, client_token=None, reply_length=length
+        )
+    session.reply_length = length
+    session.save(update_fields=["reply_length", "updated_at"])
+    words = reply_words(length)
+    budget = f"under {words} words" if words else "as long as each role's own rules say"
+    return _notice(thread, f"Reply length: **{length}** — replies are asked to stay {budget}.")
+
+
+@command("mentions", "/mentions on|off", "a reply that mentions @role has that role answer next")
+def mentions_command(*, thread, session, author, argument):
+    if argument.lower() not in ("on", "off"):
+        raise ValidationError("Use /mentions on or /mentions off.", code="bad_command")
+    session.ai_mentions = argument.lower() == "on"
+    session.save(update_fields=["ai_mentions", "updated_at"])
+    if not session.ai_mentions:
+        return _notice(thread, "AI mentions off: only you decide who answers.")
+    return _notice(
+        thread,
+        "AI mentions on: when a reply mentions another @role, that role answers next, within "
+        f"the auto-round budget ({session.auto_rounds} round(s); `/rounds N` changes it).",
+    )
+
+
+@command("queue", "/queue [clear]", "list the messages waiting for the current turn, or drop them")
+def queue_command(*, thread, session, author, argument):
+    queued = list(QueuedMessage.objects.filter(thread=thread))
+    if argument.lower() == "clear":
+        QueuedMessage.objects.filter(pk__in=[q.pk for q in queued]).delete()
+        events.publish_thread_status_on_commit(thread=thread)
+        return _notice(thread, f"Dropped {len(queued)} queued message(s).")
+    if argument:
+        raise ValidationError("Use /queue or /queue clear.", code="bad_command")
+    if not queued:
+        return _notice(thread, "Nothing is queued: a message sent now starts at once.")
+    lines = [f"{i}. {q.text[:200]}" for i, q in enumerate(queued, 1)]
+    return _notice(thread, "**Queued** (sent in this order):\n" + "\n".join(lines))

@@ -5,7 +5,7 @@ from __future__ import annotations
 from apps.chat.council.replies import session_restart_in_flight, thread_interrupt
 from apps.chat.models import Session, Thread
 from apps.chat.records.sessions import SettingsChange, session_save_settings
-from apps.chat.records.threads import thread_clear_messages
+from apps.chat.records.threads import thread_clear_messages, thread_drop_queue
 
 
 def session_apply_settings(*, session: Session, change: SettingsChange, apply_now: bool) -> Session:
@@ -20,11 +20,14 @@ def session_apply_settings(*, session: Session, change: SettingsChange, apply_no
 def session_delete(*, session: Session) -> None:
     """Delete a session with its threads; its running replies are stopped first."""
     for thread in session.threads.all():
+        thread_drop_queue(thread=thread)
         thread_interrupt(thread=thread)
     session.delete()
 
 
 def thread_clear(*, thread: Thread) -> Thread:
-    """Delete every message of the thread (permanently); branches keep their history."""
+    """Delete every message of the thread (permanently); branches keep their history. Its
+    queued messages go first, so stopping its turn does not start them."""
+    thread_drop_queue(thread=thread)
     thread_interrupt(thread=thread)
     return thread_clear_messages(thread=thread)

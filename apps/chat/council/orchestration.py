@@ -1,34 +1,202 @@
-"""When each reply of a turn runs: the parallel stage, the answers-last stage, auto-rounds.
+"""When each reply of a turn runs: its stages, its auto-rounds, and the thread's queue.
 
-Every reply is a placeholder message created up front (auto-rounds: one at a time) and a
-Celery task enqueued when its stage may start. Workers call `turn_advance` after settling a
-reply; it holds the turn's row lock, so two replies finishing together dispatch the next
-stage once. Nothing here waits: a failed reply settles like any other, so it never blocks the
-rest.
+Every reply is a placeholder message created up front (auto-rounds: the running one and the
+next, shown as waiting) and a Celery task enqueued when its stage may start. Workers call
+`turn_advance` after settling a reply; it holds the turn's row lock, so two replies finishing
+together dispatch the next stage once. Nothing here waits: a failed reply settles like any
+other, so it never blocks the rest. When a turn has settled, the thread's next queued message
+(sent while it ran) becomes the next turn.
 """
 
 from __future__ import annotations
 
+import logging
+import uuid
+
 from django.conf import settings
+from django.core.exceptions import ValidationError
 from django.db import transaction
+from django.utils import timezone
 
+from apps.chat.council import rounds, topics
 from apps.chat.council.dispatch import dispatch
+from apps.chat.council.posted import PostedMessage
 from apps.chat.display import events
-from apps.chat.models import IN_FLIGHT, Message, MessageStatus, Session, Stage, Thread, Turn
-from apps.chat.records.messages import allocate_seqs
+from apps.chat.models import (
+    IN_FLIGHT,
+    USER_SPEAKER,
+    Message,
+    MessageStatus,
+    QueuedMessage,
+    Session,
+    SessionRole,
+    Stage,
+    Thread,
+    Turn,
+    TurnMode,
+)
+from apps.chat.records.messages import allocate_seqs, notice_create
 from apps.chat.records.replies import reply_placeholder
-from apps.roles.models import Role
+from apps.chat.records.threads import thread_autoname
+from apps.chat.selectors import session_links
+from apps.roles.routing import RosterRole, Route, route_message
+from apps.roles.selectors import group_members
+
+logger = logging.getLogger(__name__)
 
 
-def first_dispatch(*, replies: list[Message], stagger: bool) -> None:
+def route_for(*, thread: Thread, session: Session, links: list[SessionRole], text: str) -> Route:
+    roster = [
+        RosterRole(
+            handle=link.role.handle,
+            is_default=link.role.is_default,
+            answers_last=link.role.answers_last,
+            muted=link.muted,
+        )
+        for link in links
+    ]
+    return route_message(
+        text,
+        roles=roster,
+        groups=group_members(),
+        mode=session.addressing_mode,
+        sticky=thread.sticky_handle,
+    )
+
+
+def routing_notices(route: Route, links: list[SessionRole]) -> list[str]:
+    notices = []
+    if route.unknown:
+        names = ", ".join(f"@{h}" for h in route.unknown)
+        known = ", ".join(f"@{link.role.handle}" for link in links)
+        notices.append(f"Nobody in this chat is called {names}. The roles here: {known}, @all.")
+    for handle in route.muted:
+        notices.append(
+            f"@{handle} is muted and was skipped. Send `/unmute @{handle}` to hear from them."
+        )
+    return notices
+
+
+def route_or_refuse(*, thread: Thread, session: Session, text: str) -> Route:
+    """The route a message would take now; ValidationError when nobody would answer."""
+    links = session_links(session=session)
+    route = route_for(thread=thread, session=session, links=links, text=text)
+    if not route.targets:
+        raise ValidationError(
+            " ".join(routing_notices(route, links))
+            or "This session has no roles to answer; add one in its settings.",
+            code="no_target",
+        )
+    return route
+
+
+def message_enter(
+    *, thread: Thread, author, text: str, client_token: uuid.UUID | None, reply_length: str = ""
+) -> PostedMessage:
+    """A message starts its turn now, or waits in the thread's queue while another turn (or
+    an earlier queued message) is still to finish, so its replies see everything before."""
+    with transaction.atomic():
+        thread = Thread.objects.select_for_update().get(pk=thread.pk)
+        if thread_busy(thread_id=thread.pk) or QueuedMessage.objects.filter(thread=thread).exists():
+            queued = message_queue(
+                thread=thread, author=author, text=text, client_token=client_token,
+                reply_length=reply_length,
+            )  # fmt: skip
+            return PostedMessage(user_message=None, replies=[], queued=queued)
+        return turn_start(
+            thread=thread, author=author, text=text, client_token=client_token,
+            reply_length=reply_length,
+        )  # fmt: skip
+
+
+def thread_busy(*, thread_id: int) -> bool:
+    """A reply of the thread is waiting or streaming (its turn, a retry, a regenerate)."""
+    return Message.objects.filter(thread_id=thread_id, status__in=IN_FLIGHT).exists()
+
+
+def turn_start(
+    *,
+    thread: Thread,
+    author,
+    text: str,
+    client_token: uuid.UUID | None = None,
+    reply_length: str = "",
+) -> PostedMessage:
+    """Save the person's message and start its turn: one waiting reply per addressed role.
+
+    Call it inside a transaction holding the thread's row lock. The replies are published and
+    enqueued on commit; the answers-last roles wait for the others.
+    """
+    session = Session.objects.select_related("credential").get(pk=thread.session_id)
+    links = session_links(session=session)
+    route = route_or_refuse(thread=thread, session=session, text=text)
+    notices = routing_notices(route, links)
+    roles = {link.role.handle: link.role for link in links}
+    targets = list(route.targets)
+    sequential = session.turn_mode == TurnMode.SEQUENTIAL and len(targets) > 1
+    if sequential:  # one at a time, in the session's round order
+        order = [role.handle for role in rounds.round_order(session)]
+        targets.sort(key=lambda handle: order.index(handle) if handle in order else len(order))
+    seqs = iter(allocate_seqs(thread, 1 + len(notices) + len(targets)))
+    user_message = Message.objects.create(
+        thread=thread,
+        seq=next(seqs),
+        speaker=USER_SPEAKER,
+        author=author,
+        content=[{"type": "text", "text": text}],
+        status=MessageStatus.DONE,
+        client_token=client_token,
+        topic=topics.topic_of(thread=thread, text=text),
+    )
+    notice_messages = [
+        notice_create(thread=thread, text=notice, seq=next(seqs)) for notice in notices
+    ]
+    turn = Turn.objects.create(
+        thread=thread,
+        user_message=user_message,
+        auto_rounds=session.auto_rounds if route.fan_out or session.ai_mentions else 0,
+        mentions_only=not route.fan_out,
+        sequential=sequential,
+        reply_length=reply_length,
+    )
+    replies = [
+        reply_placeholder(
+            thread=thread,
+            session=session,
+            role=roles[handle],
+            seq=next(seqs),
+            turn=turn,
+            stage=Stage.LAST if handle in route.last else Stage.PARALLEL,
+        )
+        for handle in targets
+    ]
+    if route.sticky != thread.sticky_handle:  # the tabs on the thread show the new sticky role
+        Thread.objects.filter(pk=thread.pk).update(sticky_handle=route.sticky)
+        thread.sticky_handle = route.sticky
+    Session.objects.filter(pk=session.pk).update(updated_at=timezone.now())
+    events.publish_messages_added_on_commit(
+        thread=thread, messages=[user_message, *notice_messages, *replies]
+    )
+    events.publish_thread_status_on_commit(thread=thread)
+    if not thread.label:
+        thread_autoname(thread=thread, text=text)
+    stagger = settings.PARLEY_STAGGER_FANOUT and all(
+        reply.provider == "anthropic" for reply in replies
+    )
+    first_dispatch(replies=replies, stagger=stagger, sequential=sequential)
+    return PostedMessage(user_message=user_message, replies=replies, notices=notice_messages)
+
+
+def first_dispatch(*, replies: list[Message], stagger: bool, sequential: bool = False) -> None:
     """Start a new turn: its parallel stage, or its last stage when nobody else answers.
 
     With `stagger`, one parallel reply starts first and the others when its response has
-    begun (`turn_release`), so they read the prompt-cache entry it writes.
+    begun (`turn_release`), so they read the prompt-cache entry it writes. A sequential turn
+    starts its first reply only.
     """
     parallel = [m for m in replies if m.stage == Stage.PARALLEL]
     stage = parallel or [m for m in replies if m.stage == Stage.LAST]
-    dispatch(stage[:1] if stagger and len(parallel) > 1 else stage)
+    dispatch(stage[:1] if sequential or (stagger and len(parallel) > 1) else stage)
 
 
 def _locked_turn(turn_id: int) -> Turn | None:
@@ -39,7 +207,10 @@ def turn_release(*, message_id: int) -> None:
     """A staggered reply's response has begun: start the rest of its stage."""
     with transaction.atomic():
         message = Message.objects.get(pk=message_id)
-        if message.turn_id is None or _locked_turn(message.turn_id) is None:
+        if message.turn_id is None:
+            return
+        turn = _locked_turn(message.turn_id)
+        if turn is None or turn.sequential or message.stage == Stage.AUTO_ROUND:
             return
         waiting = Message.objects.filter(
             turn_id=message.turn_id,
@@ -51,56 +222,123 @@ def turn_release(*, message_id: int) -> None:
 
 
 def turn_advance(*, turn_id: int) -> list[Message]:
-    """Start whatever may run now that one of the turn's replies has settled."""
+    """Start whatever may run now that one of the turn's replies has settled; once the whole
+    turn has, the thread's next queued message."""
     with transaction.atomic():
         turn = _locked_turn(turn_id)
         if turn is None:
             return []
-        replies = list(turn.messages.order_by("seq"))
-        waiting = [m for m in replies if m.status == MessageStatus.QUEUED and not m.dispatched_at]
-        running = [m for m in replies if m.status in IN_FLIGHT and m.dispatched_at]
-        if waiting:
-            stage = min(m.stage for m in waiting)
-            if any(m.stage < stage for m in running):
-                return []
-            ready = [m for m in waiting if m.stage == stage]
-            dispatch(ready)
-            return ready
-        if running or turn.rounds_stopped:
+        started = _advance_locked(turn)
+    if not started:
+        queue_next(thread_id=turn.thread_id)
+    return started
+
+
+def _advance_locked(turn: Turn) -> list[Message]:
+    replies = list(turn.messages.order_by("seq"))
+    waiting = [m for m in replies if m.status == MessageStatus.QUEUED and not m.dispatched_at]
+    running = [m for m in replies if m.status in IN_FLIGHT and m.dispatched_at]
+    staged = [m for m in waiting if m.stage != Stage.AUTO_ROUND]
+    if staged:
+        stage = min(m.stage for m in staged)
+        if any(m.stage < stage or turn.sequential for m in running):
             return []
-        auto = _next_auto_reply(turn)
-        return [auto] if auto else []
-
-
-def auto_round_order(session: Session) -> list[Role]:
-    """One round: every unmuted role once, the answers-last roles at the end."""
-    roles = [
-        link.role
-        for link in session.session_roles.select_related("role")
-        .filter(muted=False)
-        .order_by("role__sort_order", "role__handle")
-    ]
-    return [r for r in roles if not r.answers_last] + [r for r in roles if r.answers_last]
-
-
-def _next_auto_reply(turn: Turn) -> Message | None:
-    thread = Thread.objects.select_related("session__credential").get(pk=turn.thread_id)
-    session = thread.session
-    order = auto_round_order(session)
-    rounds = min(turn.auto_rounds, settings.PARLEY_MAX_AUTO_ROUNDS)
-    if len(order) < 2 or turn.auto_replies_done >= rounds * len(order):
-        return None
-    role = order[turn.auto_replies_done % len(order)]
-    (seq,) = allocate_seqs(thread, 1)
-    reply = reply_placeholder(
-        thread=thread, session=session, role=role, seq=seq, turn=turn, stage=Stage.AUTO_ROUND
-    )
-    Turn.objects.filter(pk=turn.pk).update(auto_replies_done=turn.auto_replies_done + 1)
-    events.publish_messages_added_on_commit(thread=thread, messages=[reply])
-    dispatch([reply])
-    return reply
+        ready = [m for m in staged if m.stage == stage]
+        ready = ready[:1] if turn.sequential else ready
+        dispatch(ready)
+        if turn.sequential:
+            events.publish_thread_status_on_commit(thread=turn.thread)
+        return ready
+    if running:
+        return []
+    return rounds.next_auto_reply(turn, replies)
 
 
 def turns_stop_rounds(*, thread: Thread) -> None:
-    """No further auto-round starts in this thread (a newer message or an interrupt)."""
+    """No further auto-round starts in this thread (an interrupt); the next member's waiting
+    bubble goes away."""
     Turn.objects.filter(thread=thread, rounds_stopped=False).update(rounds_stopped=True)
+    rounds.remove_waiting_auto(thread=thread)
+
+
+# The queue: messages sent while a turn runs.
+
+
+def message_queue(
+    *, thread: Thread, author, text: str, client_token: uuid.UUID | None, reply_length: str = ""
+) -> QueuedMessage:
+    """Keep a message for when the thread's running turn has settled (checked for a target
+    now, so a message nobody would answer is refused at once)."""
+    session = Session.objects.get(pk=thread.session_id)
+    route_or_refuse(thread=thread, session=session, text=text)
+    queued = QueuedMessage.objects.create(
+        thread=thread,
+        author=author,
+        text=text,
+        client_token=client_token,
+        reply_length=reply_length,
+    )
+    events.publish_thread_status_on_commit(thread=thread)
+    return queued
+
+
+def queue_next(*, thread_id: int) -> PostedMessage | None:
+    """Post the thread's next queued message as a new turn, if nothing runs there now.
+
+    A queued message that can no longer be answered (its roles were removed) becomes a notice
+    saying so, with its text, and the next one is tried.
+    """
+    while True:
+        with transaction.atomic():
+            thread = Thread.objects.select_for_update().filter(pk=thread_id).first()
+            if thread is None or thread_busy(thread_id=thread_id):
+                return None
+            queued = QueuedMessage.objects.filter(thread=thread).first()
+            if queued is None:
+                return None
+            queued.delete()
+            events.publish_thread_status_on_commit(thread=thread)
+            try:
+                with transaction.atomic():
+                    return turn_start(
+                        thread=thread,
+                        author=queued.author,
+                        text=queued.text,
+                        client_token=queued.client_token,
+                        reply_length=queued.reply_length,
+                    )
+            except ValidationError as exc:
+                notice = notice_create(
+                    thread=thread,
+                    text=f"Your queued message could not be sent: {' '.join(exc.messages)}"
+                    f"\n\n> {queued.text[:2000]}",
+                )
+                events.publish_messages_added_on_commit(thread=thread, messages=[notice])
+
+
+def queued_edit(*, queued: QueuedMessage, text: str) -> QueuedMessage:
+    session = Session.objects.get(pk=queued.thread.session_id)
+    route_or_refuse(thread=queued.thread, session=session, text=text)
+    with transaction.atomic():
+        if not QueuedMessage.objects.filter(pk=queued.pk).update(text=text):
+            raise ValidationError("That message has already been sent.", code="gone")
+        queued.text = text
+        events.publish_thread_status_on_commit(thread=queued.thread)
+    return queued
+
+
+def queued_cancel(*, queued: QueuedMessage) -> str:
+    """Drop a queued message; its text is returned for the composer."""
+    with transaction.atomic():
+        deleted, _ = QueuedMessage.objects.filter(pk=queued.pk).delete()
+        if not deleted:
+            raise ValidationError("That message has already been sent.", code="gone")
+        events.publish_thread_status_on_commit(thread=queued.thread)
+    return queued.text
+
+
+def queued_jump(*, queued: QueuedMessage) -> bool:
+    """Put a queued message first (Send now); False when it has already been sent."""
+    with transaction.atomic():
+        QueuedMessage.objects.filter(thread_id=queued.thread_id).update(send_now=False)
+        return bool(QueuedMessage.objects.filter(pk=queued.pk).update(send_now=True))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from apps.chat.models import Message, Thread
+from apps.chat.models import Message, QueuedMessage, Thread
 
 
 @dataclass(frozen=True)
@@ -13,6 +13,7 @@ class PostedMessage:
     replies: list[Message]
     notices: list[Message] = field(default_factory=list)
     redirect_to: Thread | None = None  # a command moved the person to another thread
+    queued: QueuedMessage | None = None  # kept until the running turn has settled
 
     @property
     def messages(self) -> list[Message]:

@@ -18,6 +18,10 @@ GROUP_RULES = (
     "own label. Use Markdown when it helps. When a question belongs to another role, call "
     "suggest_route rather than answering for them."
 )
+SEQUENTIAL_CUE = (
+    "The roles of this turn answer one at a time; the ones before you are above. Build on "
+    "them — add what they missed or disagree where you do — rather than repeating them."
+)
 LAST_CUE = (
     "You answer after the other roles of this turn; their answers are above. Converge them: "
     "say where they agree, settle where they differ, and give a clear way forward."
@@ -51,6 +55,13 @@ def estimate_tokens(text: str) -> int:
     return len(text) // 4 + 1
 
 
+def length_rule(words: int) -> str:
+    """The reply-length setting as an instruction (0: the role's own rules decide)."""
+    if not words:
+        return ""
+    return f"Keep this reply under {words} words; put the most important point first."
+
+
 def entry_block(entry: TranscriptEntry) -> str:
     return f"[{entry.speaker_name}]: {entry.text}"
 
@@ -66,15 +77,22 @@ def build_role_request(
     tools: tuple[ToolDefinition, ...] = (),
     summary: str = "",
     cue: str = "",
+    group_rules: str = "",
+    output_rules: str = "",
     max_tokens: int = 4096,
 ) -> ChatRequest:
     """Tools, system block and history are the same for every role of a turn; only the final
-    instruction differs, so their requests share everything up to the history breakpoint."""
+    instruction differs, so their requests share everything up to the history breakpoint.
+
+    `group_rules` (the session's, else Parley's) and every role's persona are in the cached
+    system block; the speaker's `output_rules` and the turn's `cue` (answers-last, auto-round,
+    reply length) in the final instruction, after the breakpoints.
+    """
     roster_text = "\n".join(
         f"- @{entry.handle} — {entry.display_name}: {entry.description}\n  {entry.persona}".rstrip()
         for entry in roster
     )
-    shared = [GROUP_RULES, f"The roles in this chat:\n{roster_text}"]
+    shared = [group_rules.strip() or GROUP_RULES, f"The roles in this chat:\n{roster_text}"]
     if session_persona:
         shared.append(f"About the person you are talking with:\n{session_persona}")
     if memory:
@@ -93,8 +111,9 @@ def build_role_request(
     instruction_text = (
         f"You are @{speaker.handle} ({speaker.display_name}). Reply now in your own voice."
     )
-    if cue:
-        instruction_text += f"\n\n{cue}"
+    for addition in (output_rules.strip(), cue.strip()):
+        if addition:
+            instruction_text += f"\n\n{addition}"
     instruction = ChatMessage(role="user", parts=({"type": "text", "text": instruction_text},))
     return ChatRequest(
         model=model,

@@ -15,7 +15,16 @@ from apps.chat import livestate
 from apps.chat.council import orchestration
 from apps.chat.council.dispatch import QUEUED_GRACE_SECONDS, dispatch, enqueue_reply
 from apps.chat.display import events
-from apps.chat.models import IN_FLIGHT, Message, MessageKind, MessageStatus, Session, Thread, Turn
+from apps.chat.models import (
+    IN_FLIGHT,
+    Message,
+    MessageKind,
+    MessageStatus,
+    QueuedMessage,
+    Session,
+    Thread,
+    Turn,
+)
 from apps.chat.records.replies import reply_provider
 from apps.chat.records.text import storable
 from apps.roles.models import Role
@@ -68,6 +77,24 @@ def reply_rerun(*, message: Message) -> Message:
     return message
 
 
+def reply_continue(*, message: Message) -> Message:
+    """Let a cut-off reply go on from its last word (Continue); its text stays and the model
+    is asked to continue exactly where it stopped."""
+    with transaction.atomic():
+        updated = Message.objects.filter(
+            pk=message.pk, status=MessageStatus.DONE, stop_reason="max_tokens"
+        ).update(
+            status=MessageStatus.QUEUED, stop_reason="", attempt=0,
+            finished_at=None, started_at=None, dispatched_at=None,
+        )  # fmt: skip
+        if not updated:
+            raise ValidationError("Only a reply that was cut off can be continued.")
+        message.refresh_from_db()
+        events.publish_message_replaced_on_commit(message=message, seq=0)
+        dispatch([message])
+    return message
+
+
 def replies_to_retry(*, thread: Thread) -> list[Message]:
     """The failed or interrupted replies of the thread's latest turn, for /retry."""
     latest = Turn.objects.filter(thread=thread).order_by("-pk").first()
@@ -85,7 +112,8 @@ def thread_interrupt(*, thread: Thread) -> int:
 
     Pending auto-rounds are cancelled and queued replies (waiting answers-last roles too) are
     settled here, so their tasks find nothing to claim; streaming ones are flagged, and their
-    workers close the provider stream and store what they had.
+    workers close the provider stream and store what they had. Messages the person queued
+    are not replies: the next one starts once the turn has settled.
     """
     with transaction.atomic():
         orchestration.turns_stop_rounds(thread=thread)
@@ -99,7 +127,15 @@ def thread_interrupt(*, thread: Thread) -> int:
     streaming = list(thread.messages.filter(status__in=IN_FLIGHT).values_list("pk", "public_id"))
     livestate.request_cancel([str(public_id) for _, public_id in streaming])
     _settle_unanswered_interrupts(dict(streaming))
+    orchestration.queue_next(thread_id=thread.pk)  # the turn has settled: the queue goes on
     return len(queued) + len(streaming)
+
+
+def queued_send_now(*, queued: QueuedMessage) -> None:
+    """Stop the running turn (its partial text is kept) and post this queued message next."""
+    if not orchestration.queued_jump(queued=queued):
+        raise ValidationError("That message has already been sent.", code="gone")
+    thread_interrupt(thread=queued.thread)
 
 
 def _settle_unanswered_interrupts(replies: dict[int, Any]) -> None:
@@ -209,4 +245,7 @@ def replies_recover(*, grace_seconds: int = livestate.LEASE_TTL_SECONDS) -> list
     )
     for turn_id in waiting_turns:
         orchestration.turn_advance(turn_id=turn_id)
+    # A queue whose turn settled while no worker could advance it (a crash in between).
+    for thread_id in set(QueuedMessage.objects.values_list("thread_id", flat=True)):
+        orchestration.queue_next(thread_id=thread_id)
     return restarted

@@ -8,12 +8,14 @@ from dataclasses import dataclass
 from apps.chat.council.prompting import (
     AUTO_ROUND_CUE,
     LAST_CUE,
+    SEQUENTIAL_CUE,
     RosterEntry,
     TranscriptEntry,
     build_role_request,
+    length_rule,
 )
 from apps.chat.council.tools import ToolContext, tool_definitions
-from apps.chat.models import Message, Stage
+from apps.chat.models import Message, Stage, Turn, reply_words
 from apps.chat.selectors import speaker_names, transcript_messages
 from apps.providers.calls import default_max_tokens
 from apps.providers.types import ChatRequest
@@ -61,7 +63,11 @@ def reply_history(*, message: Message) -> list[Message]:
     replies see everything before them.
     """
     history = transcript_messages(thread=message.thread, before_seq=message.seq)
-    siblings = message.turn_id is not None and message.stage != Stage.AUTO_ROUND
+    siblings = (
+        message.turn_id is not None
+        and message.stage != Stage.AUTO_ROUND
+        and not Turn.objects.filter(pk=message.turn_id, sequential=True).exists()
+    )
     return [
         entry
         for entry in history
@@ -108,8 +114,16 @@ def request_for_reply(
         if summary.covers_id in ids:
             transcript = transcript[ids.index(summary.covers_id) + 1 :]
             summary_text = summary.text
-    cues: dict[int, str] = {Stage.LAST: LAST_CUE, Stage.AUTO_ROUND: AUTO_ROUND_CUE}
-    cue = cues.get(message.stage, "")
+    turn = Turn.objects.filter(pk=message.turn_id).first() if message.turn_id else None
+    cue = "\n\n".join(
+        filter(
+            None,
+            [
+                _stage_cue(message, turn),
+                length_rule(reply_words((turn and turn.reply_length) or session.reply_length)),
+            ],
+        )
+    )
     return build_role_request(
         model=message.model,
         roster=[_roster_entry(role) for role in roles],
@@ -120,8 +134,30 @@ def request_for_reply(
         tools=tool_definitions(disabled=session.disabled_tools),
         summary=summary_text,
         cue=cue,
+        group_rules=session.group_rules,
+        output_rules=speaker.output_rules,
         max_tokens=default_max_tokens(message.model),
     )
+
+
+def _stage_cue(message: Message, turn: Turn | None) -> str:
+    """What the role is told about its place in the turn. "The others' answers are above"
+    only when others of this turn have answered before it."""
+    if message.stage == Stage.AUTO_ROUND:
+        return AUTO_ROUND_CUE
+    if turn is None:
+        return ""
+    answered_before = (
+        Message.objects.filter(turn=turn, seq__lt=message.seq, stage__lte=message.stage)
+        .exclude(pk=message.pk)
+        .exclude(content=[])
+        .exists()
+    )
+    if not answered_before:
+        return ""
+    if message.stage == Stage.LAST:
+        return LAST_CUE
+    return SEQUENTIAL_CUE if turn.sequential else ""
 
 
 @dataclass(frozen=True)

@@ -205,8 +205,7 @@ def rename_thread(context: ToolContext, arguments: dict) -> str:
         "handle": {"type": "string", "description": "The role's handle, without @."},
         "message": {"type": "string", "description": "The question to put to that role."},
     },
-    writes=True,
-)
+)  # a suggestion, not a write: every role may make one
 def suggest_route(context: ToolContext, arguments: dict) -> str:
     handle = _text_argument(arguments, "handle", limit=40).lstrip("@").lower()
     _text_argument(arguments, "message", limit=2000)

@@ -12,7 +12,7 @@ from django.utils.safestring import SafeString, mark_safe
 from apps.chat.display import frames
 from apps.chat.display.markdown import render_markdown
 from apps.chat.models import NOTICE_SPEAKER, Message, MessageKind, MessageStatus, Thread
-from apps.chat.selectors import session_links, session_usage, thread_tree
+from apps.chat.selectors import round_state, session_links, session_usage, thread_queue, thread_tree
 from apps.roles.models import Role
 from apps.roles.selectors import roles_by_handle
 
@@ -202,3 +202,23 @@ def render_thread_tree(session) -> SafeString:
     each page marks its own thread as current."""
     context = {"tree": thread_tree(session=session), "oob": True}
     return mark_safe(render_to_string("chat/_thread_tree.html", context))  # noqa: S308
+
+
+def removed_fragment(message_id) -> str:
+    """Takes a bubble out of the page (htmx's out-of-band delete)."""
+    return format_html('<article id="msg-{}" hx-swap-oob="delete"></article>', message_id)
+
+
+def thread_status_context(thread: Thread) -> dict:
+    """What the composer shows about the thread: queued messages, auto-rounds, sticky role."""
+    return {
+        "thread": thread,
+        "session": thread.session,
+        "queue": thread_queue(thread=thread),
+        "rounds": round_state(thread=thread),
+    }
+
+
+def render_thread_status(thread: Thread) -> SafeString:
+    context = {**thread_status_context(thread), "oob": True}
+    return mark_safe(render_to_string("chat/_thread_status.html", context))  # noqa: S308

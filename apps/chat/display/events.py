@@ -18,8 +18,10 @@ from redis.exceptions import RedisError
 
 from apps.chat.display.bubbles import (
     bubble_fragments,
+    removed_fragment,
     render_session_controls,
     render_thread_label,
+    render_thread_status,
     render_thread_tree,
 )
 from apps.chat.models import Message, Session, Thread
@@ -77,6 +79,30 @@ def publish_message_replaced_on_commit(*, message: Message, seq: int) -> None:
     """
     _send_on_commit(
         lambda: [(thread_group(message.thread.public_id), state_event(message=message, seq=seq))]
+    )
+
+
+def publish_message_removed_on_commit(*, message: Message) -> None:
+    """After commit, take a bubble out of every tab (a waiting reply that will not run)."""
+    group, html = thread_group(message.thread.public_id), removed_fragment(message.public_id)
+    _send_on_commit(lambda: [(group, {"type": "chat.html", "html": html})])
+
+
+def removed_fragments(message_ids: list[str]) -> list[str]:
+    return [removed_fragment(message_id) for message_id in message_ids]
+
+
+def thread_status_event(*, thread_id: int) -> dict:
+    """The thread's queue and auto-round line, read afresh."""
+    thread = Thread.objects.select_related("session").get(pk=thread_id)
+    return {"type": "chat.html", "html": render_thread_status(thread)}
+
+
+def publish_thread_status_on_commit(*, thread: Thread) -> None:
+    """After commit, show the thread's queued messages, auto-round state and sticky role in
+    every tab on it."""
+    _send_on_commit(
+        lambda: [(thread_group(thread.public_id), thread_status_event(thread_id=thread.pk))]
     )
 
 

@@ -135,6 +135,11 @@ class ThreadConsumer(AsyncWebsocketConsumer):
         )
         appended = await database_sync_to_async(bubble_fragments)(new, live_texts=live_texts)
         await self._send_frames(frames.pack(replaced) + frames.pack(appended, appended=True))
+        # The queue and the auto-round line as they are now; bubbles the tab still shows as
+        # waiting that no longer exist (a next member who will not speak) go.
+        status = await database_sync_to_async(events.thread_status_event)(thread_id=thread.pk)
+        gone = set(pending) - {str(message.public_id) for message in messages}
+        await self._send_frames([status["html"], *events.removed_fragments(sorted(gone))])
         await self.send(text_data=SYNCED)
 
     async def _watch_epoch(self) -> None:

@@ -35,7 +35,7 @@ from apps.chat.records.replies import (
 from apps.providers.calls import converse
 from apps.providers.crypto import scrub
 from apps.providers.registry import get_adapter
-from apps.providers.types import ProviderError, TextDelta, ToolCall, ToolResult, Usage
+from apps.providers.types import ProviderError, Stop, TextDelta, ToolCall, ToolResult, Usage
 
 logger = logging.getLogger(__name__)
 LEASE_WAIT_POLL_SECONDS = 0.1
@@ -100,6 +100,7 @@ async def _stream_claimed(hub: StreamHub, message: Message, lease: str, *, resum
     started = time.monotonic()
     first_token_at: float | None = None
     usage = Usage()
+    stop = Stop("other")
 
     api_key = ""  # known once decrypted, for scrubbing the errors
     # A taken-over reply keeps every word already shown and asks the model to go on from it.
@@ -122,7 +123,7 @@ async def _stream_claimed(hub: StreamHub, message: Message, lease: str, *, resum
             await _publish_state(hub, live.group, message, seq=seq, live_text=live.text)
 
     async def consume() -> None:
-        nonlocal first_token_at, usage, joining, api_key
+        nonlocal first_token_at, usage, joining, api_key, stop
         api_key, base_url = await in_db_thread(reply_secret)(message=message)
         adapter = get_adapter(message.provider)
         summary = None
@@ -164,6 +165,8 @@ async def _stream_claimed(hub: StreamHub, message: Message, lease: str, *, resum
                     await show_tool_activity()
                 elif isinstance(event, Usage):
                     usage = event
+                elif isinstance(event, Stop):
+                    stop = event
         live.add(guard.finish().text)
 
     status, error = MessageStatus.DONE, ""
@@ -194,6 +197,8 @@ async def _stream_claimed(hub: StreamHub, message: Message, lease: str, *, resum
     await _settle(
         hub, live, message, status=status, error=error, usage=usage.as_dict(),
         ttft_ms=ttft_ms, duration_ms=duration_ms,
+        stop_reason=stop.reason if status == MessageStatus.DONE else "",
+        continuations=stop.continuations,
     )  # fmt: skip
 
 

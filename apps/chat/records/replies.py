@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 
 from django.conf import settings
@@ -9,11 +10,14 @@ from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 
+from apps.chat.display import events
 from apps.chat.models import Message, MessageStatus, Session, SessionRole, Thread, Turn
 from apps.chat.records.text import storable, storable_parts
 from apps.providers.models import Credential
 from apps.providers.registry import get_adapter
 from apps.roles.models import Role
+
+logger = logging.getLogger(__name__)
 
 
 def reply_provider(
@@ -82,7 +86,9 @@ def message_claim(*, message_id: int) -> ClaimedReply | None:
     claimed = Message.objects.filter(pk=message_id, status=MessageStatus.QUEUED).update(
         status=MessageStatus.STREAMING, started_at=now, attempt=F("attempt") + 1
     )
-    resumed = gave_up = False
+    # A queued reply that already holds text was asked to Continue: it goes on from there.
+    resumed = bool(claimed) and Message.objects.filter(pk=message_id).exclude(content=[]).exists()
+    gave_up = False
     if not claimed:
         attempts = settings.PARLEY_MAX_REPLY_ATTEMPTS
         resumed = bool(
@@ -137,6 +143,8 @@ def message_finish(
     usage: dict | None = None,
     ttft_ms: int | None = None,
     duration_ms: int | None = None,
+    stop_reason: str = "",
+    continuations: int = 0,
 ) -> Message:
     """Store a reply's final state; the caller publishes the final push.
 
@@ -150,8 +158,12 @@ def message_finish(
         usage=usage or {},
         ttft_ms=ttft_ms,
         duration_ms=duration_ms,
+        stop_reason=stop_reason,
+        continuations=F("continuations") + continuations,
         finished_at=timezone.now(),
     )
+    if stop_reason == "max_tokens" and status == MessageStatus.DONE:
+        logger.warning("Reply %s is cut off after %d continuation(s)", message_id, continuations)
     if not settled:
         Message.objects.filter(pk=message_id, status=MessageStatus.INTERRUPTED).update(
             content=storable_parts(content)
@@ -169,3 +181,13 @@ def message_fail_unsaved(*, message_id: int, reason: str) -> Message:
         finished_at=timezone.now(),
     )
     return Message.objects.select_related("thread__session").get(pk=message_id)
+
+
+def reply_retarget(*, message: Message, session: Session, role: Role) -> Message:
+    """Give a waiting reply to another role (an AI mention chose who answers next)."""
+    provider, model, credential = reply_provider(session=session, role=role)
+    message.speaker, message.provider, message.model = role.handle, provider, model
+    message.credential = credential
+    message.save(update_fields=["speaker", "provider", "model", "credential", "updated_at"])
+    events.publish_message_replaced_on_commit(message=message, seq=0)
+    return message

@@ -54,9 +54,11 @@ def session_set_roles(*, session: Session, roles: list[Role]) -> Session:
         SessionRole.objects.bulk_create(
             SessionRole(session=session, role=role) for role in roles if role.pk not in present
         )
-        if session.sticky_handle not in {role.handle for role in roles}:
-            session.sticky_handle = ""
-        session.save(update_fields=["sticky_handle", "updated_at"])
+        # A thread's sticky role that left the session no longer catches messages.
+        Thread.objects.filter(session=session).exclude(sticky_handle="").exclude(
+            sticky_handle__in=[role.handle for role in roles]
+        ).update(sticky_handle="")
+        session.save(update_fields=["updated_at"])
     return session
 
 
@@ -78,6 +80,14 @@ class SettingsChange:
     roles: list[Role]
     overrides: dict[int, str]  # role pk -> model override ("" for none)
     role_credentials: dict[int, Credential | None] = field(default_factory=dict)
+    turn_mode: str = "broadcast"
+    round_order: list[str] = field(default_factory=list)
+    group_rules: str = ""  # blank: Parley's default rules
+    reply_length: str = "normal"
+    turn_token_budget: int = 0
+    turn_time_limit: int = 0
+    stop_phrase: str = ""
+    ai_mentions: bool = False
 
 
 def session_save_settings(*, session: Session, change: SettingsChange) -> Session:
@@ -90,6 +100,14 @@ def session_save_settings(*, session: Session, change: SettingsChange) -> Sessio
         session.addressing_mode = change.addressing_mode
         session.auto_rounds = change.auto_rounds
         session.disabled_tools = sorted(change.disabled_tools)
+        session.turn_mode = change.turn_mode
+        session.round_order = list(change.round_order)
+        session.group_rules = storable(change.group_rules.strip())
+        session.reply_length = change.reply_length
+        session.turn_token_budget = change.turn_token_budget
+        session.turn_time_limit = change.turn_time_limit
+        session.stop_phrase = storable(" ".join(change.stop_phrase.split()))
+        session.ai_mentions = change.ai_mentions
         session.save()
         session_set_roles(session=session, roles=change.roles)
         for link in session.session_roles.all():

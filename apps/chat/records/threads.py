@@ -7,7 +7,7 @@ from django.db.models import F
 from django.utils import timezone
 
 from apps.chat.display import events
-from apps.chat.models import Message, Session, Thread
+from apps.chat.models import Message, QueuedMessage, Session, Thread
 from apps.chat.records.naming import thread_name, unique_name
 from apps.chat.records.text import clean_name
 from apps.chat.selectors import transcript_messages
@@ -102,6 +102,13 @@ def _materialise_inherited(child: Thread) -> None:
     )
 
 
+def thread_drop_queue(*, thread: Thread) -> None:
+    """Forget the messages waiting for the thread's turn to finish."""
+    with transaction.atomic():
+        QueuedMessage.objects.filter(thread=thread).delete()
+        events.publish_thread_status_on_commit(thread=thread)
+
+
 def thread_clear_messages(*, thread: Thread) -> Thread:
     """Delete every message of a thread with nothing running; its branches keep their history."""
     with transaction.atomic():
@@ -110,5 +117,7 @@ def thread_clear_messages(*, thread: Thread) -> Thread:
         thread.messages.all().delete()
         thread.turns.all().delete()
         thread.summaries.all().delete()
-        thread.save(update_fields=["updated_at"])
+        thread.queued.all().delete()
+        thread.sticky_handle = ""
+        thread.save(update_fields=["sticky_handle", "updated_at"])
     return thread

@@ -3,8 +3,9 @@ from typing import cast
 from django import forms
 from django.conf import settings
 
+from apps.chat.council.prompting import GROUP_RULES
 from apps.chat.council.tools import TOOLS, tool_names
-from apps.chat.models import AddressingMode
+from apps.chat.models import AddressingMode, TurnMode, parse_reply_length
 from apps.chat.records.sessions import SettingsChange
 from apps.providers.models import Credential
 from apps.roles.models import Role
@@ -43,6 +44,30 @@ class SessionSettingsForm(forms.Form):
     )
     addressing_mode = forms.ChoiceField(choices=AddressingMode.choices, label="Addressing")
     auto_rounds = forms.IntegerField(min_value=0, label="Auto-rounds")
+    turn_mode = forms.ChoiceField(choices=TurnMode.choices, label="Turn order")
+    group_rules = forms.CharField(
+        max_length=5_000,
+        widget=forms.Textarea(attrs={"rows": 4}),
+        label="Group rules",
+        help_text="What every role is told about the group chat; each role's persona is added "
+        "on top. Empty it to go back to Parley's default.",
+        required=False,
+    )
+    reply_length = forms.CharField(
+        max_length=16,
+        label="Reply length",
+        help_text="short, normal, long, or a number of words.",
+    )
+    turn_token_budget = forms.IntegerField(
+        min_value=0, max_value=100_000_000, label="Token budget per turn", required=False
+    )
+    turn_time_limit = forms.IntegerField(
+        min_value=0, max_value=86_400, label="Time limit per turn (seconds)", required=False
+    )
+    stop_phrase = forms.CharField(max_length=80, required=False, label="Stop phrase")
+    ai_mentions = forms.BooleanField(
+        required=False, label="A reply that mentions @another_role has that role answer next"
+    )
     tools = forms.MultipleChoiceField(
         required=False, widget=forms.CheckboxSelectMultiple, label="Tools"
     )
@@ -59,6 +84,13 @@ class SessionSettingsForm(forms.Form):
             "memory": session.memory,
             "addressing_mode": session.addressing_mode,
             "auto_rounds": session.auto_rounds,
+            "turn_mode": session.turn_mode,
+            "group_rules": session.group_rules or GROUP_RULES,
+            "reply_length": session.reply_length,
+            "turn_token_budget": session.turn_token_budget,
+            "turn_time_limit": session.turn_time_limit,
+            "stop_phrase": session.stop_phrase,
+            "ai_mentions": session.ai_mentions,
             "tools": [name for name in tool_names() if name not in session.disabled_tools],
             "roles": list(links),
         }
@@ -70,8 +102,16 @@ class SessionSettingsForm(forms.Form):
             (name, f"{name}{' (write)' if TOOLS[name].writes else ''}") for name in tool_names()
         ]
         self.role_rows = []
-        for role in Role.objects.all():
+        order = [handle for handle in session.round_order if isinstance(handle, str)]
+        for position, role in enumerate(Role.objects.all(), start=len(order) + 1):
             link = links.get(role.pk)
+            self.fields[f"order_{role.pk}"] = forms.IntegerField(
+                min_value=1,
+                max_value=999,
+                required=False,
+                initial=order.index(role.handle) + 1 if role.handle in order else position,
+                label=f"Round position of @{role.handle}",
+            )
             self.fields[f"model_{role.pk}"] = forms.CharField(
                 max_length=120,
                 required=False,
@@ -86,7 +126,14 @@ class SessionSettingsForm(forms.Form):
                 initial=link.credential if link else None,
                 label=f"Credential for @{role.handle}",
             )
-            self.role_rows.append((role, self[f"model_{role.pk}"], self[f"credential_{role.pk}"]))
+            self.role_rows.append(
+                (
+                    role,
+                    self[f"model_{role.pk}"],
+                    self[f"credential_{role.pk}"],
+                    self[f"order_{role.pk}"],
+                )
+            )
 
     def role_table(self) -> list[dict]:
         """One row per role: taking part or not, and its model override in this session."""
@@ -96,9 +143,10 @@ class SessionSettingsForm(forms.Form):
                 "role": role,
                 "field": model,
                 "credential": credential,
+                "order": order,
                 "checked": str(role.pk) in chosen,
             }
-            for role, model, credential in self.role_rows
+            for role, model, credential, order in self.role_rows
         ]
 
     def clean_auto_rounds(self) -> int:
@@ -109,9 +157,23 @@ class SessionSettingsForm(forms.Form):
             )
         return rounds
 
+    def clean_reply_length(self) -> str:
+        try:
+            return parse_reply_length(self.cleaned_data["reply_length"])
+        except ValueError as exc:
+            raise forms.ValidationError(str(exc), code="invalid") from None
+
+    def clean_group_rules(self) -> str:
+        """Never empty: blank (or the default text) means Parley's default rules."""
+        rules = self.cleaned_data["group_rules"].strip()
+        return "" if rules == GROUP_RULES else rules
+
     def change(self) -> SettingsChange:
         data = self.cleaned_data
         roles = list(data["roles"])
+        # Auto-rounds go round in the positions given (ties: the roles' own order).
+        positions = {role.handle: data.get(f"order_{role.pk}") or 999 for role in roles}
+        round_order = sorted(positions, key=lambda handle: positions[handle])
         return SettingsChange(
             credential=data["credential"],
             model=data["model"],
@@ -123,4 +185,12 @@ class SessionSettingsForm(forms.Form):
             roles=roles,
             overrides={role.pk: data.get(f"model_{role.pk}", "") for role in roles},
             role_credentials={role.pk: data.get(f"credential_{role.pk}") for role in roles},
+            turn_mode=data["turn_mode"],
+            round_order=round_order,
+            group_rules=data["group_rules"],
+            reply_length=data["reply_length"],
+            turn_token_budget=data.get("turn_token_budget") or 0,
+            turn_time_limit=data.get("turn_time_limit") or 0,
+            stop_phrase=data.get("stop_phrase", ""),
+            ai_mentions=data["ai_mentions"],
         )

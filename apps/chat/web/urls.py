@@ -1,6 +1,6 @@
 from django.urls import path
 
-from apps.chat.web import views
+from apps.chat.web import turn_views, views
 
 app_name = "chat"
 
@@ -23,4 +23,9 @@ urlpatterns = [
     path("m/<uuid:message>/rerun/", views.message_rerun, name="message_rerun"),
     path("m/<uuid:message>/branch/", views.message_branch, name="message_branch"),
     path("m/<uuid:message>/edit/", views.message_edit, name="message_edit"),
+    path("m/<uuid:message>/continue/", turn_views.message_continue, name="message_continue"),
+    path("m/<uuid:message>/new-chat/", turn_views.message_new_chat, name="message_new_chat"),
+    path("q/<uuid:queued>/send-now/", turn_views.queued_send_now, name="queued_send_now"),
+    path("q/<uuid:queued>/edit/", turn_views.queued_edit, name="queued_edit"),
+    path("q/<uuid:queued>/cancel/", turn_views.queued_cancel, name="queued_cancel"),
 ]

@@ -12,7 +12,12 @@ from django.views.decorators.http import require_GET, require_POST
 from django_htmx.http import HttpResponseClientRedirect
 
 from apps.chat.council import lifecycle, posting, replies
-from apps.chat.display.bubbles import render_bubbles, session_controls_context
+from apps.chat.display.bubbles import (
+    render_bubbles,
+    render_thread_status,
+    session_controls_context,
+    thread_status_context,
+)
 from apps.chat.models import Session
 from apps.chat.records import sessions, threads
 from apps.chat.selectors import (
@@ -147,6 +152,7 @@ def thread_detail(request, thread):
     page = transcript_page(thread=thread)
     context = {
         **chat_context(session=session, thread=thread),
+        **thread_status_context(thread),
         **_page_context(thread, page),
         "tree": thread_tree(session=session),
         "form": MessageForm(),
@@ -269,6 +275,7 @@ def message_create(request, thread):
         **composer_context(session=Session.objects.get(pk=thread.session_id), thread=thread),
         "form": MessageForm(),
         "appended_html": render_bubbles(posted.messages),
+        "status_html": render_thread_status(thread) if posted.queued else "",
     }
     return render(request, "chat/_composer.html", context)
 

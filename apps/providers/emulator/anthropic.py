@@ -149,8 +149,11 @@ class AnthropicProtocol(EmulatorCore):
                 shown += len(token)
             await event("content_block_stop", {"index": index})
             index += 1
+        # A length limit inside a tool call: its JSON stops half-way and the block never closes.
+        cut = script.stop == "max_tokens"
         for call in script.tool_calls:
             payload = json.dumps(call.get("arguments", {}))
+            payload = payload[: len(payload) // 2] if cut else payload
             await event(
                 "content_block_start",
                 {
@@ -174,14 +177,11 @@ class AnthropicProtocol(EmulatorCore):
                         },
                     },
                 )
-            await event("content_block_stop", {"index": index})
+            if not cut:
+                await event("content_block_stop", {"index": index})
             index += 1
             output += 5
-        stop = (
-            "tool_use"
-            if script.tool_calls
-            else ("max_tokens" if script.stop == "max_tokens" else "end_turn")
-        )
+        stop = "max_tokens" if cut else ("tool_use" if script.tool_calls else "end_turn")
         await event(
             "message_delta",
             {

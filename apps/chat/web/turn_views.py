@@ -1,0 +1,80 @@
+"""Thin views for a turn's extras: the queue (Send now, edit, cancel), Continue, new chat."""
+
+from __future__ import annotations
+
+from django.core.exceptions import ValidationError
+from django.http import HttpResponse
+from django.shortcuts import get_object_or_404, redirect
+from django.urls import reverse
+from django.views.decorators.http import require_POST
+from django_htmx.http import HttpResponseClientRedirect
+
+from apps.chat.council import orchestration, posting, replies
+from apps.chat.records import threads
+from apps.chat.records.text import validate_message_text
+from apps.chat.selectors import messages_for_user, queued_for_user
+
+
+def _back_to(request, thread, status: int = 204) -> HttpResponse:
+    if not request.htmx:
+        return redirect("chat:thread_detail", thread=thread.public_id)
+    return HttpResponse(status=status)
+
+
+@require_POST
+def queued_send_now(request, queued):
+    """Stop the running turn (its partial text is kept) and send this queued message."""
+    queued = get_object_or_404(queued_for_user(user=request.user), public_id=queued)
+    try:
+        replies.queued_send_now(queued=queued)
+    except ValidationError as exc:
+        return HttpResponse(" ".join(exc.messages), status=409)
+    return _back_to(request, queued.thread)
+
+
+@require_POST
+def queued_edit(request, queued):
+    queued = get_object_or_404(queued_for_user(user=request.user), public_id=queued)
+    try:
+        text = validate_message_text(request.POST.get("text", ""))
+        orchestration.queued_edit(queued=queued, text=text)
+    except ValidationError as exc:
+        return HttpResponse(" ".join(exc.messages), status=422)
+    return _back_to(request, queued.thread)
+
+
+@require_POST
+def queued_cancel(request, queued):
+    """Drop a queued message."""
+    queued = get_object_or_404(queued_for_user(user=request.user), public_id=queued)
+    try:
+        orchestration.queued_cancel(queued=queued)
+    except ValidationError as exc:
+        return HttpResponse(" ".join(exc.messages), status=409)
+    return _back_to(request, queued.thread)
+
+
+@require_POST
+def message_continue(request, message):
+    """A reply cut off at the length limit goes on from its last word."""
+    message = get_object_or_404(messages_for_user(user=request.user), public_id=message)
+    try:
+        replies.reply_continue(message=message)
+    except ValidationError as exc:
+        return HttpResponse(" ".join(exc.messages), status=409)
+    return _back_to(request, message.thread)
+
+
+@require_POST
+def message_new_chat(request, message):
+    """A message that looked like a new topic starts a new chat of the session, there."""
+    message = get_object_or_404(messages_for_user(user=request.user), public_id=message)
+    if not message.is_user:
+        return HttpResponse("Only your own messages can start a new chat.", status=400)
+    thread = threads.thread_create(session=message.thread.session)
+    try:
+        posting.message_post(thread=thread, author=request.user, text=message.text)
+    except ValidationError as exc:
+        return HttpResponse(" ".join(exc.messages), status=422)
+    url = reverse("chat:thread_detail", kwargs={"thread": thread.public_id})
+    return HttpResponseClientRedirect(url) if request.htmx else redirect(url)
