@@ -435,3 +435,45 @@ def test_a_thread_made_in_one_tab_appears_in_the_others_sidebar(chat, fast_demo)
     expect(other.locator(".thread-tree a[aria-current=page]")).to_have_count(1)
     expect(other.locator(".thread-tree a[aria-current=page]")).to_contain_text("Renamed <i>")
     other.close()
+
+
+def test_a_message_sent_while_replies_stream_is_queued_then_answered_and_send_now_jumps(
+    chat, slow_demo
+):
+    send(chat, "@visual_architect how does the harbour scene open?")
+    visual = bubble(chat, "visual_architect")
+    expect(visual).to_have_attribute("data-status", "streaming", timeout=10_000)
+    send(chat, "@sound_designer and what do we hear?")
+    queue = chat.get_by_role("region", name="Queued messages")
+    expect(queue).to_contain_text("and what do we hear?")
+    expect(queue.locator(".msg-state")).to_have_text("queued")
+    # It waits: no bubble of its own while the turn runs.
+    expect(bubble(chat, "sound_designer")).to_have_count(0)
+    wait_done(visual, timeout=30_000)
+    sound = bubble(chat, "sound_designer")
+    wait_done(sound, timeout=30_000)
+    expect(queue).to_have_count(0)
+    speakers = chat.locator("#transcript article").evaluate_all(
+        "els => els.map(e => e.dataset.speaker)"
+    )
+    assert speakers == ["user", "visual_architect", "user", "sound_designer"]
+
+    # Send now: the running reply stops with its text kept, and the queued message runs.
+    send(chat, "@actor_agent a long monologue, please")
+    actor = bubble(chat, "actor_agent")
+    expect(actor).to_have_attribute("data-status", "streaming", timeout=10_000)
+    send(chat, "@director cut it short")
+    chat.get_by_role("button", name=re.compile("Send now: @director cut it short")).click()
+    expect(actor).to_have_attribute("data-status", "interrupted", timeout=10_000)
+    wait_done(bubble(chat, "director"), timeout=30_000)
+    actor_reply = Message.objects.get(speaker="actor_agent")
+    assert actor_reply.status == MessageStatus.INTERRUPTED and actor_reply.text
+
+
+def test_the_mention_list_ranks_handles_that_start_with_what_was_typed_first(chat):
+    box = chat.get_by_role("textbox", name="Message", exact=True)
+    box.press_sequentially("@s")
+    options = chat.locator("#mention-list [role=option]")
+    expect(options.first).to_have_attribute("data-handle", "sound_designer")
+    box.press("Enter")  # picks the preselected one
+    expect(box).to_have_value("@sound_designer ")

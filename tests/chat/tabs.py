@@ -43,6 +43,9 @@ class Tab:
                 self.deltas.append((message_id, text))
                 self.bubbles[message_id].text += text
                 continue
+            if 'hx-swap-oob="delete"' in match["attrs"]:  # a waiting bubble that went away
+                self.bubbles.pop(match["id"], None)
+                continue
             status = STATUS.search(match["attrs"])[1]
             stream = STREAM_TEXT.search(match["body"])
             text = html.unescape(stream[1]) if stream else ""

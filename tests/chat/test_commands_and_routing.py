@@ -9,7 +9,7 @@ from django.urls import reverse
 
 from apps.chat.council.posting import message_post
 from apps.chat.council.requests import request_for_reply
-from apps.chat.models import IN_FLIGHT, Message, MessageKind, Session, Stage, Thread
+from apps.chat.models import IN_FLIGHT, Message, MessageKind, Stage, Thread
 from apps.chat.records.sessions import session_set_roles
 
 pytestmark = pytest.mark.django_db

@@ -177,7 +177,7 @@ async def test_an_idle_tab_keeps_its_socket_and_still_receives_events(alice, ali
     cookie = await database_sync_to_async(session_cookie)(alice)
     tab = Tab()
     communicator = await open_tab(cookie, alice_thread)
-    await read_until(communicator, tab, lambda: tab.frames)
+    await read_until(communicator, tab, lambda: tab.synced)
     # Longer than channels-redis's blocking read and redis-py's default socket timeout.
     assert await communicator.receive_nothing(timeout=6.5)
     await get_channel_layer().group_send(
@@ -217,8 +217,8 @@ async def test_a_socket_for_an_unknown_thread_is_closed(alice):
 async def test_every_tab_on_the_session_sees_mutes_sticky_role_and_renames(
     alice, alice_thread, bob, celery_worker, fast_demo
 ):
-    """Tabs on other threads of the session get the new role picker and addressing line;
-    another user's tab gets nothing."""
+    """Tabs on other threads of the session get the new role picker and summary strip, and
+    only tabs on the thread its sticky role; another user's tab gets nothing."""
     other_thread = await database_sync_to_async(thread_create)(session=alice_thread.session)
     bob_session = await database_sync_to_async(session_create)(owner=bob, name="Bob's")
     alice_tab, bob_tab = Tab(), Tab()
@@ -238,10 +238,16 @@ async def test_every_tab_on_the_session_sees_mutes_sticky_role_and_renames(
     assert re.search(r'chip--muted"[^>]*data-handle="sound_designer"', picker)
     assert not re.search(r'chip--muted"[^>]*data-handle="director"', picker)
 
+    # The sticky role belongs to the thread: a tab on it is told; one on another thread not.
+    same_tab = Tab()
+    same_socket = await open_tab(await database_sync_to_async(session_cookie)(alice), alice_thread)
+    await read_until(same_socket, same_tab, lambda: same_tab.synced)
     _, reply = await post(alice_thread, alice, "@visual_architect what do you see?")
-    sticky = "go to <strong>@visual_architect</strong>"
-    await read_until(alice_socket, alice_tab, lambda: sticky in alice_tab.frames[-1])
-    assert 'chip--sticky" style="--accent: ' in alice_tab.frames[-1]
+    sticky = (
+        'id="thread-status" class="thread-status" hx-swap-oob="true" data-sticky="visual_architect"'
+    )
+    await read_until(same_socket, same_tab, lambda: any(sticky in f for f in same_tab.frames))
+    await same_socket.disconnect()
     # Once the reply has finished, the strip there counts its tokens.
     tokens = re.compile(r"<dt>Tokens in / out</dt><dd>(\d+) / (\d+)</dd>")
     await read_until(
@@ -251,6 +257,7 @@ async def test_every_tab_on_the_session_sees_mutes_sticky_role_and_renames(
     )
     final = await stored(reply)
     assert tokens.search(alice_tab.frames[-1])[2] == str(final.usage["output"])
+    assert not any("visual_architect" in f and "data-sticky" in f for f in alice_tab.frames)
 
     # A rename shows in the sidebar of the tab on the other thread (which has no such title).
     await database_sync_to_async(thread_rename)(thread=alice_thread, label="Harbour <b>at</b> dawn")

@@ -24,41 +24,46 @@ GROUPS = {
 CREATIVE_PARALLEL = ("editorial_architect", "visual_architect", "sound_designer")
 
 ALL_PARALLEL = ("assistant", *CREATIVE_PARALLEL)
+A, D, E, V, S, ACT = (
+    "assistant", "director", "editorial_architect", "visual_architect", "sound_designer",
+    "actor_agent",
+)  # fmt: skip
 
 # text, mode, sticky → parallel, last, unknown, muted, new sticky, fan-out (auto-rounds follow)
 TABLE = [
     # No mention: the sticky role, else the default role; broadcast mode: everyone.
-    ("hello", "sticky", "", (("assistant",), (), (), (), "", False)),
-    ("hello", "sticky", "visual_architect", (("visual_architect",), (), (), (), "visual_architect", False)),
-    ("hello", "broadcast", "", (ALL_PARALLEL, ("director",), (), (), "", True)),
+    ("hello", "sticky", "", ((A,), (), (), (), "", False)),
+    ("hello", "sticky", V, ((V,), (), (), (), V, False)),
+    ("hello", "broadcast", "", (ALL_PARALLEL, (D,), (), (), "", True)),
     # A message that starts with mentions addresses just those, whoever is sticky (000).
-    ("@director darker?", "sticky", "visual_architect", ((), ("director",), (), (), "director", False)),
-    ("@Director @VISUAL_architect redo", "sticky", "", (("visual_architect",), ("director",), (), (), "visual_architect", False)),
-    ("@director, @sound_designer: redo", "sticky", "assistant", (("sound_designer",), ("director",), (), (), "sound_designer", False)),
-    ("@director first, then @sound_designer", "sticky", "", (("sound_designer",), ("director",), (), (), "sound_designer", False)),
-    ("@director @visual_architect", "broadcast", "", (("visual_architect",), ("director",), (), (), "visual_architect", False)),
+    ("@director darker?", "sticky", V, ((), (D,), (), (), D, False)),
+    ("@Director @VISUAL_architect redo", "sticky", "", ((V,), (D,), (), (), V, False)),
+    ("@director, @sound_designer: redo", "sticky", A, ((S,), (D,), (), (), S, False)),
+    ("@director first, then @sound_designer", "sticky", "", ((S,), (D,), (), (), S, False)),
+    ("@director @visual_architect", "broadcast", "", ((V,), (D,), (), (), V, False)),
     # Scattered mentions: the sticky role plus every mentioned role; the sticky role stays (000).
-    ("How? @visual_architect light it. @editorial_architect tone?", "sticky", "director",
-     (("visual_architect", "editorial_architect"), ("director",), (), (), "director", False)),
+    ("How? @visual_architect light it. @editorial_architect tone?", "sticky", D,
+     ((V, E), (D,), (), (), D, False)),
     ("How? @visual_architect light it. @editorial_architect tone?", "sticky", "",
-     (("assistant", "visual_architect", "editorial_architect"), (), (), (), "", False)),
-    ("Thoughts, @sound_designer?", "sticky", "sound_designer", (("sound_designer",), (), (), (), "sound_designer", False)),
-    ("Thoughts, @sound_designer?", "broadcast", "", (ALL_PARALLEL, ("director",), (), (), "", True)),
-    ("and @typo here", "sticky", "director", ((), ("director",), ("typo",), (), "director", False)),
+     ((A, V, E), (), (), (), "", False)),
+    ("Thoughts, @sound_designer?", "sticky", S, ((S,), (), (), (), S, False)),
+    ("Thoughts, @sound_designer?", "broadcast", "", (ALL_PARALLEL, (D,), (), (), "", True)),
+    ("and @typo here", "sticky", D, ((), (D,), ("typo",), (), D, False)),
     # Groups and @all fan out: auto-rounds may follow (001).
-    ("@all-creatives full redo", "sticky", "assistant", (CREATIVE_PARALLEL, ("director",), (), (), "assistant", True)),
-    ("@all thoughts?", "sticky", "", (ALL_PARALLEL, ("director",), (), (), "", True)),
-    ("what now? @all", "sticky", "director", (ALL_PARALLEL, ("director",), (), (), "director", True)),
+    ("@all-creatives full redo", "sticky", A, (CREATIVE_PARALLEL, (D,), (), (), A, True)),
+    ("@all thoughts?", "sticky", "", (ALL_PARALLEL, (D,), (), (), "", True)),
+    ("what now? @all", "sticky", D, (ALL_PARALLEL, (D,), (), (), D, True)),
     # Muted roles are skipped; the person is told when they named one.
-    ("@actor_agent your line?", "sticky", "", ((), (), (), ("actor_agent",), "actor_agent", False)),
-    ("@actor_agent @director scene 2", "sticky", "", ((), ("director",), (), ("actor_agent",), "director", False)),
+    ("@actor_agent your line?", "sticky", "", ((), (), (), (ACT,), ACT, False)),
+    ("@actor_agent @director scene 2", "sticky", "", ((), (D,), (), (ACT,), D, False)),
     # Not mentions: e-mail addresses and code.
-    ("mail me at bob@director.com", "sticky", "", (("assistant",), (), (), (), "", False)),
-    ("use `@director` or ```\n@visual_architect\n``` in code", "sticky", "", (("assistant",), (), (), (), "", False)),
+    ("mail me at bob@director.com", "sticky", "", ((A,), (), (), (), "", False)),
+    ("use `@director` or ```\n@visual_architect\n``` in code", "sticky", "",
+     ((A,), (), (), (), "", False)),
     # Only typos: nobody is called, the person is told.
     ("@directr typo", "sticky", "", ((), (), ("directr",), (), "", False)),
-    ("@directr and @visual_architect", "sticky", "", (("visual_architect",), (), ("directr",), (), "visual_architect", False)),
-    ("@director, @director again.", "sticky", "", ((), ("director",), (), (), "director", False)),
+    ("@directr and @visual_architect", "sticky", "", ((V,), (), ("directr",), (), V, False)),
+    ("@director, @director again.", "sticky", "", ((), (D,), (), (), D, False)),
 ]  # fmt: skip
 
 

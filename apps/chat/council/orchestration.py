@@ -77,9 +77,11 @@ def routing_notices(route: Route, links: list[SessionRole]) -> list[str]:
     return notices
 
 
-def route_or_refuse(*, thread: Thread, session: Session, text: str) -> Route:
+def route_or_refuse(
+    *, thread: Thread, session: Session, text: str, links: list[SessionRole] | None = None
+) -> Route:
     """The route a message would take now; ValidationError when nobody would answer."""
-    links = session_links(session=session)
+    links = session_links(session=session) if links is None else links
     route = route_for(thread=thread, session=session, links=links, text=text)
     if not route.targets:
         raise ValidationError(
@@ -129,7 +131,7 @@ def turn_start(
     """
     session = Session.objects.select_related("credential").get(pk=thread.session_id)
     links = session_links(session=session)
-    route = route_or_refuse(thread=thread, session=session, text=text)
+    route = route_or_refuse(thread=thread, session=session, text=text, links=links)
     notices = routing_notices(route, links)
     roles = {link.role.handle: link.role for link in links}
     targets = list(route.targets)

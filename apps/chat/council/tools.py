@@ -152,7 +152,8 @@ def thread_info(context: ToolContext, arguments: dict) -> str:
         f"Thread: {thread.label or '(not named yet)'}",
         f"Messages in this branch: {count}",
         f"Addressing mode: {session.addressing_mode}",
-        f"Sticky role: @{session.sticky_handle}" if session.sticky_handle else "Sticky role: none",
+        f"Sticky role: @{thread.sticky_handle}" if thread.sticky_handle else "Sticky role: none",
+        f"Turn order: {session.turn_mode}",
         f"Auto-rounds: {session.auto_rounds}",
     ]
     if thread.parent is not None:

@@ -59,6 +59,8 @@ def thread_branch(*, thread: Thread, message: Message | None) -> Thread:
             parent=parent,
             forked_from=message,
             label=unique_name(f"{base} · branch", taken),
+            # It goes on talking to the same role (read afresh: a post may just have moved it).
+            sticky_handle=Thread.objects.values_list("sticky_handle", flat=True).get(pk=parent.pk),
         )
         Session.objects.filter(pk=parent.session_id).update(
             active_thread=branch, updated_at=timezone.now()
