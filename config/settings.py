@@ -57,6 +57,7 @@ INSTALLED_APPS = [
     "apps.accounts",
     "apps.providers",
     "apps.roles",
+    "apps.workspace",
     "apps.chat",
 ]
 
@@ -237,6 +238,13 @@ PARLEY_DEMO_TOKENS_PER_SECOND = env_int("PARLEY_DEMO_TOKENS_PER_SECOND", 40, min
 # Group chat.
 PARLEY_DEFAULT_ROLE_PACK = env_str("PARLEY_DEFAULT_ROLE_PACK", "film-crew")
 PARLEY_MAX_AUTO_ROUNDS = env_int("PARLEY_MAX_AUTO_ROUNDS", 10, minimum=0)
+# Tool results over these are trimmed for the model (most relevant items kept; the whole
+# result is stored and shown in the bubble): characters per item, and per round of calls.
+PARLEY_TOOL_ITEM_CHARS = env_int("PARLEY_TOOL_ITEM_CHARS", 1500, minimum=200)
+PARLEY_TOOL_ROUND_CHARS = env_int("PARLEY_TOOL_ROUND_CHARS", 8000, minimum=1000)
+# Each session's folder of files (uploads, and what write-capable roles write), with a quota.
+PARLEY_WORKSPACE_ROOT = env_str("PARLEY_WORKSPACE_ROOT", str(BASE_DIR / "var" / "workspaces"))
+PARLEY_WORKSPACE_QUOTA_MB = env_int("PARLEY_WORKSPACE_QUOTA_MB", 50, minimum=1)
 # Anthropic fan-outs start one role first and the rest once its response has begun, so they
 # read the shared prefix it writes to the prompt cache instead of each paying the write.
 PARLEY_STAGGER_FANOUT = env_bool("PARLEY_STAGGER_FANOUT", default=True)

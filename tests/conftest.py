@@ -21,6 +21,13 @@ def pytest_collection_modifyitems(items):
     items.sort(key=lambda item: item.get_closest_marker("browser") is not None)
 
 
+@pytest.fixture(autouse=True)
+def workspace_root(settings, tmp_path):
+    """Every test's session workspaces live in its own temporary folder."""
+    settings.PARLEY_WORKSPACE_ROOT = str(tmp_path / "workspaces")
+    return tmp_path / "workspaces"
+
+
 @pytest.fixture
 def make_user(db):
     def make(username: str, password: str = "correct-horse-battery"):  # browser tests log in

@@ -13,6 +13,7 @@ import random
 from collections.abc import AsyncGenerator, Awaitable, Callable
 from dataclasses import replace
 
+from apps.providers import evidence
 from apps.providers.types import (
     ChatMessage,
     ChatRequest,
@@ -36,6 +37,11 @@ MAX_RETRY_WAIT_SECONDS = 30.0
 CONTINUE_PROMPT = (
     "Your previous reply was cut off by the length limit. Continue exactly where it stopped, "
     "without repeating anything and without any preamble."
+)
+TOOL_LIMIT_NOTE = "*(Stopped using tools after {rounds} rounds; answering from what I found.)*\n\n"
+TOOL_LIMIT_PROMPT = (
+    "You have used all {rounds} rounds of tool calls this reply may make. Do not call tools "
+    "now: answer the person from what you have gathered, and say what you could not check."
 )
 RESUME_PROMPT = (
     "Your previous reply was cut off before it was finished. Continue exactly where it "
@@ -62,6 +68,13 @@ def default_max_tokens(model: str) -> int:
     return 4096
 
 
+async def _run_one(run_tool: ToolRunner, call: ToolCall) -> tuple[str, bool]:
+    try:
+        return await run_tool(call), False
+    except Exception as exc:  # the model reads the error and can correct itself
+        return f"Error: {exc}", True
+
+
 def backoff_seconds(error: ProviderError, attempt: int) -> float:
     """Honour retry-after; otherwise exponential backoff with jitter."""
     if error.retry_after is not None:
@@ -81,6 +94,8 @@ async def converse(
     max_tool_rounds: int = MAX_TOOL_ROUNDS,
     sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
     resume_text: str = "",
+    result_item_chars: int = evidence.ITEM_CHARS,
+    result_round_chars: int = evidence.ROUND_CHARS,
 ) -> AsyncGenerator[StreamEvent, None]:
     """Yield text, tool calls and results, then one summed Usage and the final Stop.
 
@@ -145,23 +160,35 @@ async def converse(
                     request = replace(request, max_tokens=request.max_tokens * 2)
                 continue
 
+        if calls and run_tool is not None and tool_rounds >= max_tool_rounds:
+            # Out of tool rounds: one last call without tools, answering from what it has.
+            logger.info("A %s reply reached the tool-round limit (%d)", request.model, tool_rounds)
+            yield TextDelta(("\n\n" if text else "") + TOOL_LIMIT_NOTE.format(rounds=tool_rounds))
+            if text:
+                messages.append(ChatMessage("assistant", ({"type": "text", "text": text},)))
+            prompt = TOOL_LIMIT_PROMPT.format(rounds=tool_rounds)
+            messages.append(ChatMessage("user", ({"type": "text", "text": prompt},)))
+            # The tools stay defined (Anthropic refuses tool blocks in a history without
+            # them); a call made anyway is reported, never run.
+            run_tool = None
+            continue
+
         if calls and run_tool is not None:
-            if tool_rounds >= max_tool_rounds:
-                yield usage
-                raise ProviderError(
-                    f"Stopped after {max_tool_rounds} rounds of tool calls without a final answer.",
-                    error_type="tool_round_limit",
-                )
             tool_rounds += 1
-            results = []
             for call in calls:
                 yield call
-                try:
-                    content, is_error = await run_tool(call), False
-                except Exception as exc:  # the model reads the error and can correct itself
-                    content, is_error = f"Error: {exc}", True
-                result = ToolResult(call.id, call.name, content, is_error)
-                results.append(result)
+            # A round's calls run together (each in its own database thread, as before).
+            outcomes = await asyncio.gather(*(_run_one(run_tool, call) for call in calls))
+            query = str(request.metadata.get("last_user_text", ""))
+            trimmed = evidence.trim_round(
+                [content for content, _ in outcomes], query=query,
+                round_chars=result_round_chars, item_chars=result_item_chars,
+            )  # fmt: skip
+            results = [
+                ToolResult(call.id, call.name, content, is_error, cut)
+                for call, (content, is_error), cut in zip(calls, outcomes, trimmed, strict=True)
+            ]
+            for result in results:
                 yield result
             assistant_parts = ([{"type": "text", "text": text}] if text else []) + [
                 {"type": "tool_call", "id": c.id, "name": c.name, "arguments": c.arguments}
@@ -169,7 +196,7 @@ async def converse(
             ]
             result_parts = [
                 {"type": "tool_result", "tool_call_id": r.tool_call_id, "name": r.name,
-                 "content": r.content, "is_error": r.is_error}
+                 "content": r.trimmed or r.content, "is_error": r.is_error}
                 for r in results
             ]  # fmt: skip
             messages += [

@@ -61,8 +61,9 @@ class ToolCall:
 class ToolResult:
     tool_call_id: str
     name: str
-    content: str
+    content: str  # the whole result, as stored and shown
     is_error: bool = False
+    trimmed: str | None = None  # what the model was sent instead, when it was too big
 
 
 @dataclass(frozen=True)

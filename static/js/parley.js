@@ -409,4 +409,29 @@
     form.hidden = !edit;
     if (edit) form.querySelector("textarea").focus();
   });
+
+  // Files dropped on the message box go to the session's workspace; the Files panel opens
+  // with them listed (or with the reason they were refused).
+  document.addEventListener("dragover", function (evt) {
+    if (evt.target.closest && evt.target.closest("#composer-text")) evt.preventDefault();
+  });
+  document.addEventListener("drop", function (evt) {
+    const area = evt.target.closest && evt.target.closest("#composer-text");
+    const chat = document.getElementById("chat");
+    if (!area || !chat || !evt.dataTransfer || !evt.dataTransfer.files.length) return;
+    evt.preventDefault();
+    const data = new FormData();
+    Array.prototype.forEach.call(evt.dataTransfer.files, function (file) { data.append("files", file); });
+    const token = document.querySelector("input[name=csrfmiddlewaretoken]");
+    fetch(chat.dataset.filesUpload, {
+      method: "POST", body: data, credentials: "same-origin",
+      headers: { "X-CSRFToken": token ? token.value : "", "HX-Request": "true" },
+    }).then(function (response) { return response.text(); }).then(function (html) {
+      const menu = document.querySelector(".menu--files");
+      if (!menu) return;
+      menu.querySelector(".menu-items").innerHTML = html;
+      menu.open = true;
+      htmx.process(menu);
+    });
+  });
 })();

@@ -322,3 +322,39 @@ def test_a_time_limit_stops_the_rounds(anthropic_thread, celery_worker, emulator
     wait_until(lambda: Turn.objects.get(pk=turn.pk).stopped_because == "time", timeout=20)
     assert not Message.objects.filter(turn=turn, stage=Stage.AUTO_ROUND).exists()
     assert "the time limit was reached" in Message.objects.get(kind=MessageKind.NOTICE).text
+
+
+def test_switching_provider_mid_thread_keeps_the_tool_history(
+    alice, anthropic_thread, celery_worker, emulator
+):
+    """OpenAI → Anthropic → Gemini, a tool call in each turn: every later request carries the
+    earlier calls and their whole results."""
+    from apps.chat.records.sessions import session_set_provider
+    from apps.providers.services import credential_save
+
+    thread = with_roles(anthropic_thread, "assistant")
+    credentials = {
+        kind: credential_save(
+            owner=alice,
+            name=kind,
+            provider=kind,
+            api_key="k-test-0000",
+            base_url=emulator.url + ("/v1" if kind == "openai" else ""),
+        )
+        for kind in ("openai", "anthropic", "gemini")
+    }
+    for turn, kind in enumerate(("openai", "anthropic", "gemini")):
+        session_set_provider(session=thread.session, credential=credentials[kind], model="")
+        emulator.script(
+            Script(text="", provider=kind,
+                   tool_calls=[{"name": "thread_info", "arguments": {}}]),
+            Script(text=f"Answer {turn} via {kind}.", provider=kind),
+        )  # fmt: skip
+        thread.refresh_from_db()
+        (reply,) = wait_settled(post(thread, f"question {turn}").replies, timeout=30)
+        assert (reply.provider, reply.text) == (kind, f"Answer {turn} via {kind}.")
+        assert any(p["type"] == "tool_result" for p in reply.content)
+    last = body_of(emulator.requests[-2])  # Gemini's first call of the third turn
+    assert "Answer 0 via openai." in last and "Answer 1 via anthropic." in last
+    assert last.count("called thread_info") == 2
+    assert last.count("tool result of thread_info: Thread:") == 2  # whole, labelled results

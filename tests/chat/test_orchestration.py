@@ -21,7 +21,8 @@ from apps.chat.council.replies import (
     session_restart_in_flight,
     thread_interrupt,
 )
-from apps.chat.models import Message, MessageStatus, Stage, Turn
+from apps.chat.display.bubbles import render_thread_status
+from apps.chat.models import Message, MessageStatus, Stage, Thread, Turn
 from apps.chat.records.messages import allocate_seqs
 from apps.chat.records.sessions import session_set_provider, session_set_roles
 from apps.providers.emulator import Script
@@ -167,19 +168,26 @@ def test_auto_rounds_follow_a_fan_out_round_robin_one_at_a_time_with_the_next_on
     )  # fmt: skip
     posted = message_post(thread=council, author=alice, text="@all go")
     turn = Turn.objects.get(thread=council)
-    # While an auto-round reply streams, the next member's bubble already waits.
+    # While an auto-round reply streams, the next member's bubble already waits, and the
+    # line above the composer says where the turn is.
     seen_waiting_next = False
+    lines: list[tuple[int, str, str]] = []
 
     def rounds_done() -> bool:
         nonlocal seen_waiting_next
         autos = list(Message.objects.filter(turn=turn, stage=Stage.AUTO_ROUND).order_by("seq"))
         streaming = [m for m in autos if m.status == MessageStatus.STREAMING]
         waiting = [m for m in autos if m.status == MessageStatus.QUEUED and not m.dispatched_at]
-        seen_waiting_next |= bool(streaming and waiting)
+        if streaming and waiting and not seen_waiting_next:
+            seen_waiting_next = True
+            html = str(render_thread_status(Thread.objects.get(pk=council.pk)))
+            lines.append((len([m for m in autos if m.dispatched_at]), waiting[0].speaker, html))
         return len(autos) == 6 and all(m.status == MessageStatus.DONE for m in autos)
 
     wait_until(rounds_done, timeout=40)
     assert seen_waiting_next
+    started, waiting_speaker, html = lines[0]
+    assert f"Round {(started - 1) // 3 + 1} of 2 · next @{waiting_speaker}" in html
     auto = list(Message.objects.filter(turn=turn, stage=Stage.AUTO_ROUND).order_by("seq"))
     order = ["editorial_architect", "visual_architect", "director"]
     assert [m.speaker for m in auto] == order * 2
@@ -191,7 +199,8 @@ def test_auto_rounds_follow_a_fan_out_round_robin_one_at_a_time_with_the_next_on
     # The auto-round cue goes only to auto-round replies.
     cued = [r for r in emulator.requests if "This is an auto-round" in str(r.body["messages"])]
     assert len(cued) == 6
-    assert Turn.objects.get(pk=turn.pk).stopped_because == "rounds"
+    # The last reply's task closes the rounds just after storing it.
+    wait_until(lambda: Turn.objects.get(pk=turn.pk).stopped_because == "rounds", timeout=10)
 
 
 def test_a_directed_message_starts_no_auto_rounds(alice, council, celery_worker, emulator):

@@ -30,8 +30,9 @@ def tool_results(reply) -> list[dict]:
 def test_every_role_is_offered_the_same_tools():
     names = [definition.name for definition in tool_definitions()]
     assert names == sorted(
-        ["list_roles", "read_memory", "rename_thread", "search_transcript", "suggest_route",
-         "thread_info", "update_memory"]
+        ["list_files", "list_roles", "read_file", "read_files", "read_memory", "rename_thread",
+         "search_files", "search_transcript", "suggest_route", "thread_info", "update_memory",
+         "write_file"]
     )  # fmt: skip
     assert "update_memory" not in [d.name for d in tool_definitions(disabled=["update_memory"])]
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import pytest
 
@@ -122,18 +123,67 @@ async def test_a_failing_tool_returns_its_error_to_the_model_as_a_string(emulato
     assert text_of(events) == "Sorry, I need a city."
 
 
-async def test_tool_rounds_are_bounded(emulator):
+@pytest.mark.parametrize("kind", PROVIDERS)
+async def test_at_the_tool_round_limit_the_role_answers_without_tools(kind, emulator):
     loop = Script(text="", tool_calls=[{"name": "get_weather", "arguments": {"city": "X"}}])
-    emulator.script(*[loop] * 5)
+    emulator.script(loop, loop, loop, Script(text="From what I found: cold."))
 
     async def run_tool(call):
         return "again"
 
-    with pytest.raises(ProviderError, match="2 rounds of tool calls"):
-        await run(
-            "openai", emulator, request(tools=(WEATHER,)), run_tool=run_tool, max_tool_rounds=2
-        )
-    assert len(emulator.requests) == 3
+    events, _ = await run(
+        kind, emulator, request(tools=(WEATHER,)), run_tool=run_tool, max_tool_rounds=2
+    )
+    assert len(emulator.requests) == 4  # two rounds, the call that asked for a third, the answer
+    final = json.dumps(emulator.requests[-1].body)
+    assert "Do not call tools now" in final
+    text = text_of(events)
+    assert text.startswith("*(Stopped using tools after 2 rounds") and text.endswith("cold.")
+    assert isinstance(events[-1], Stop) and events[-1].reason == "end"
+
+
+async def test_a_rounds_calls_run_together(emulator):
+    import asyncio
+    import time
+
+    calls = [{"name": "get_weather", "arguments": {"city": c}} for c in ("Oslo", "Rome", "Lima")]
+    emulator.script(Script(text="", tool_calls=calls), Script(text="Three cities."))
+    spans: dict[str, tuple[float, float]] = {}
+
+    async def run_tool(call):
+        started = time.monotonic()
+        await asyncio.sleep(0.3)
+        spans[call.arguments["city"]] = (started, time.monotonic())
+        return f"Weather in {call.arguments['city']}"
+
+    events, _ = await run("anthropic", emulator, request(tools=(WEATHER,)), run_tool=run_tool)
+    assert text_of(events) == "Three cities."
+    # Every call started before any had finished: they overlapped.
+    assert max(start for start, _ in spans.values()) < min(end for _, end in spans.values())
+    results = [e.content for e in events if isinstance(e, ToolResult)]
+    assert results == ["Weather in Oslo", "Weather in Rome", "Weather in Lima"]  # call order
+
+
+async def test_a_big_tool_result_is_trimmed_for_the_model_and_kept_whole(emulator):
+    emulator.script(
+        Script(text="", tool_calls=[{"name": "get_weather", "arguments": {"city": "Oslo"}}]),
+        Script(text="Snow in Oslo."),
+    )
+    lines = [f"Report {n}: sunny and dry in Lima, Peru." for n in range(400)]
+    lines[250] = "Report 250: heavy snow in Oslo tonight."
+    big = "\n".join(lines)
+
+    async def run_tool(call):
+        return big
+
+    req = replace(request(tools=(WEATHER,)), metadata={"last_user_text": "Snow in Oslo?"})
+    events, _ = await run("anthropic", emulator, req, run_tool=run_tool, result_round_chars=2000)
+    (result,) = [e for e in events if isinstance(e, ToolResult)]
+    assert result.content == big and result.trimmed is not None
+    sent = json.dumps(emulator.requests[1].body)
+    assert "heavy snow in Oslo" in sent  # the relevant line survived
+    assert "[Trimmed:" in sent and "left out" in sent
+    assert len(sent) < len(big)
 
 
 def test_default_max_tokens_is_never_tiny():

@@ -261,6 +261,7 @@ def turns_stop_rounds(*, thread: Thread) -> None:
     bubble goes away."""
     Turn.objects.filter(thread=thread, rounds_stopped=False).update(rounds_stopped=True)
     rounds.remove_waiting_auto(thread=thread)
+    events.publish_thread_status_on_commit(thread=thread)
 
 
 # The queue: messages sent while a turn runs.

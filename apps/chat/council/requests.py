@@ -41,7 +41,9 @@ def session_roster(session) -> list[Role]:
 
 
 def message_block_text(message: Message) -> str:
-    """A message as the transcript shows it to models: its text, with tool activity inline."""
+    """A message as the transcript shows it to models: its text, with its tool calls and
+    results inline as labelled text — the same for every role and every provider, so a thread
+    that moves to another provider keeps its tool history and the roles share the cache."""
     pieces = []
     for part in message.content:
         kind = part.get("type")
@@ -50,8 +52,10 @@ def message_block_text(message: Message) -> str:
         elif kind == "tool_call":
             arguments = json.dumps(part.get("arguments") or {}, ensure_ascii=False)
             pieces.append(f"(called {part.get('name')} {arguments})")
-        elif kind == "tool_result":
-            pieces.append(f"(tool result: {str(part.get('content', ''))[:500]})")
+        elif kind == "tool_result":  # what the model was sent (a trimmed result's short form)
+            label = "tool error" if part.get("is_error") else "tool result"
+            name = f" of {part['name']}" if part.get("name") else ""
+            pieces.append(f"({label}{name}: {part.get('sent') or part.get('content', '')})")
     return "\n".join(pieces).strip()
 
 

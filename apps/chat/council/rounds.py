@@ -140,9 +140,10 @@ def next_auto_reply(turn: Turn, replies: list[Message]) -> list[Message]:
 
 
 def _finish_rounds(turn: Turn, thread: Thread) -> None:
+    """The rounds are over (or never could start): the line above the composer goes."""
     if turn.auto_replies_done and not turn.stopped_because:
         Turn.objects.filter(pk=turn.pk).update(stopped_because=TurnStop.ROUNDS)
-        events.publish_thread_status_on_commit(thread=thread)
+    events.publish_thread_status_on_commit(thread=thread)
 
 
 def _stop_rounds(turn: Turn, thread: Thread, reason: str, figures: str) -> None:

@@ -14,7 +14,7 @@ from typing import Any
 from django.core.exceptions import ValidationError
 
 from apps.chat.models import Message, Session, Thread
-from apps.chat.records.sessions import session_set_memory
+from apps.chat.records.sessions import session_set_memory, session_workspace
 from apps.chat.records.text import storable, storable_parts
 from apps.chat.records.threads import thread_rename
 from apps.chat.selectors import speaker_names, transcript_messages
@@ -47,8 +47,16 @@ class Tool:
 TOOLS: dict[str, Tool] = {}
 
 
-def tool(name: str, description: str, parameters: dict[str, Any], *, writes: bool = False):
-    schema = {"type": "object", "properties": parameters, "required": list(parameters)}
+def tool(
+    name: str,
+    description: str,
+    parameters: dict[str, Any],
+    *,
+    writes: bool = False,
+    optional: tuple[str, ...] = (),
+):
+    required = [parameter for parameter in parameters if parameter not in optional]
+    schema = {"type": "object", "properties": parameters, "required": required}
 
     def register(function):
         TOOLS[name] = Tool(ToolDefinition(name, description, schema), writes, function)
@@ -217,3 +225,100 @@ def suggest_route(context: ToolContext, arguments: dict) -> str:
         f"The person now sees a button to ask @{handle}. Do not answer in @{handle}'s place; "
         "finish your own reply briefly."
     )
+
+
+# The session's workspace: files the person uploaded, and what write-capable roles write.
+
+MAX_BATCH_FILES = 10
+
+
+def _workspace(context: ToolContext):
+    return session_workspace(Session.objects.get(pk=context.session_id))
+
+
+def _line_argument(arguments: dict, name: str) -> int | None:
+    value = arguments.get(name)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"'{name}' must be a line number from 1.")
+    return value
+
+
+@tool("list_files", "List the files in this session's workspace with their sizes.", {})
+def list_files(context: ToolContext, arguments: dict) -> str:
+    files = _workspace(context).files()
+    if not files:
+        return "The workspace is empty: the person can upload files in the Files panel."
+    return "\n".join(f"{info.path} ({info.size:,} bytes)" for info in files)
+
+
+@tool(
+    "read_file",
+    "Read a text file of the workspace, optionally only some lines (1-based, inclusive).",
+    {
+        "path": {"type": "string", "description": "The file's path, e.g. notes/scene.md."},
+        "start_line": {"type": "integer", "description": "First line to read (default 1)."},
+        "end_line": {"type": "integer", "description": "Last line to read (default: the end)."},
+    },
+    optional=("start_line", "end_line"),
+)
+def read_file(context: ToolContext, arguments: dict) -> str:
+    path = _text_argument(arguments, "path", limit=500)
+    return _workspace(context).read(
+        path,
+        start_line=_line_argument(arguments, "start_line") or 1,
+        end_line=_line_argument(arguments, "end_line"),
+    )
+
+
+@tool(
+    "read_files",
+    f"Read several whole files of the workspace in one call (at most {MAX_BATCH_FILES}).",
+    {"paths": {"type": "array", "items": {"type": "string"}, "description": "File paths."}},
+)
+def read_files(context: ToolContext, arguments: dict) -> str:
+    paths = arguments.get("paths")
+    if not isinstance(paths, list) or not paths or not all(isinstance(p, str) for p in paths):
+        raise ValueError("'paths' must be a non-empty list of file paths.")
+    if len(paths) > MAX_BATCH_FILES:
+        raise ValueError(f"Read at most {MAX_BATCH_FILES} files per call.")
+    workspace = _workspace(context)
+    sections = []
+    for path in paths:
+        try:
+            sections.append(f"=== {path} ===\n{workspace.read(path)}")
+        except ValueError as exc:
+            sections.append(f"=== {path} ===\nError: {exc}")
+    return "\n\n".join(sections)
+
+
+@tool(
+    "search_files",
+    "Search the workspace's text files (case-insensitive); returns path:line: text.",
+    {"query": {"type": "string", "description": "Text to look for."}},
+)
+def search_files(context: ToolContext, arguments: dict) -> str:
+    query = _text_argument(arguments, "query", limit=200)
+    hits = _workspace(context).search(query)
+    if not hits:
+        return f"No file mentions {query!r}."
+    return "\n".join(f"{path}:{number}: {line}" for path, number, line in hits)
+
+
+@tool(
+    "write_file",
+    "Create or replace a text file in the workspace.",
+    {
+        "path": {"type": "string", "description": "The file's path, e.g. drafts/scene-2.md."},
+        "content": {"type": "string", "description": "The whole new content."},
+    },
+    writes=True,
+)
+def write_file(context: ToolContext, arguments: dict) -> str:
+    path = _text_argument(arguments, "path", limit=500)
+    content = arguments.get("content")
+    if not isinstance(content, str):
+        raise ValueError("'content' must be a string.")
+    info = _workspace(context).write(path, content.encode("utf-8"))
+    return f"Wrote {info.path} ({info.size:,} bytes)."

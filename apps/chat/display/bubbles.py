@@ -35,6 +35,9 @@ def tool_activity(message: Message) -> tuple[list[dict], list[dict]]:
                 "name": part.get("name", ""),
                 "arguments": ", ".join(f"{k}={v!r}" for k, v in arguments.items())[:200],
                 "result": str(result.get("content", ""))[:500],
+                # The whole result, shown on demand: it may be far longer than the line.
+                "full_result": str(result.get("content", "")),
+                "trimmed": "sent" in result,
                 "is_error": bool(result.get("is_error")),
                 "pending": not result,
             }

@@ -144,7 +144,8 @@ async def _stream_claimed(hub: StreamHub, message: Message, lease: str, *, resum
         released = message.turn_id is None
         stream = converse(
             adapter, request, api_key=api_key, base_url=base_url, run_tool=run_tool,
-            resume_text=resume_text,
+            resume_text=resume_text, result_item_chars=settings.PARLEY_TOOL_ITEM_CHARS,
+            result_round_chars=settings.PARLEY_TOOL_ROUND_CHARS,
         )  # fmt: skip
         async with asyncio.timeout(settings.PARLEY_REPLY_TIMEOUT_SECONDS), aclosing(stream):
             async for event in stream:

@@ -63,6 +63,8 @@ class LiveReply:
         else:
             part = {"type": "tool_result", "tool_call_id": event.tool_call_id, "name": event.name,
                     "content": event.content, "is_error": event.is_error}  # fmt: skip
+            if event.trimmed is not None:  # the model saw less: keep what, for later requests
+                part["sent"] = event.trimmed
         self.parts.append(storable_parts(part))
 
     def content(self) -> list[dict[str, Any]]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import transaction
 
@@ -14,6 +15,7 @@ from apps.providers.models import Credential
 from apps.roles.models import Role
 from apps.roles.selectors import default_roles
 from apps.roles.services import role_ensure_default
+from apps.workspace.files import Workspace
 
 
 def session_create(*, owner, name: str = "") -> Session:
@@ -116,3 +118,12 @@ def session_save_settings(*, session: Session, change: SettingsChange) -> Sessio
             link.save(update_fields=["model_override", "credential"])
         events.publish_session_controls_on_commit(session=session)
     return session
+
+
+def session_workspace(session: Session) -> Workspace:
+    """The session's folder of files (created when first used)."""
+    return Workspace(
+        settings.PARLEY_WORKSPACE_ROOT,
+        session.public_id.hex,
+        quota_bytes=settings.PARLEY_WORKSPACE_QUOTA_MB * 1024 * 1024,
+    )

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from apps.chat.web import turn_views, views
+from apps.chat.web import files_views, turn_views, views
 
 app_name = "chat"
 
@@ -12,6 +12,10 @@ urlpatterns = [
     path("s/<uuid:session>/rename/", views.session_rename, name="session_rename"),
     path("s/<uuid:session>/delete/", views.session_delete, name="session_delete"),
     path("s/<uuid:session>/settings/", views.session_settings, name="session_settings"),
+    path("s/<uuid:session>/files/", files_views.files_panel, name="files_panel"),
+    path("s/<uuid:session>/files/upload/", files_views.files_upload, name="files_upload"),
+    path("s/<uuid:session>/files/download/", files_views.files_download, name="files_download"),
+    path("s/<uuid:session>/files/delete/", files_views.files_delete, name="files_delete"),
     path("t/<uuid:thread>/", views.thread_detail, name="thread_detail"),
     path("t/<uuid:thread>/messages/", views.message_create, name="message_create"),
     path("t/<uuid:thread>/earlier/", views.thread_earlier, name="thread_earlier"),

@@ -1,0 +1,74 @@
+"""Thin views for a session's workspace: the Files panel, upload, download, delete."""
+
+from __future__ import annotations
+
+from django.http import FileResponse, HttpResponse
+from django.shortcuts import get_object_or_404, render
+from django.views.decorators.http import require_GET, require_POST
+
+from apps.chat.records.sessions import session_workspace
+from apps.chat.selectors import sessions_for_user
+from apps.workspace.files import WorkspaceError
+
+MAX_UPLOAD_FILES = 20
+
+
+def _panel(request, session, *, error: str = "", status: int = 200):
+    workspace = session_workspace(session)
+    context = {
+        "session": session,
+        "files": workspace.files(),
+        "used": workspace.used_bytes(),
+        "quota": workspace.quota_bytes,
+        "error": error,
+    }
+    return render(request, "chat/_files.html", context, status=status)
+
+
+@require_GET
+def files_panel(request, session):
+    session = get_object_or_404(sessions_for_user(user=request.user), public_id=session)
+    return _panel(request, session)
+
+
+@require_POST
+def files_upload(request, session):
+    """Save the uploaded files (a folder path may prefix each name); all or nothing per file."""
+    session = get_object_or_404(sessions_for_user(user=request.user), public_id=session)
+    uploads = request.FILES.getlist("files")
+    if not uploads:
+        return _panel(request, session, error="Choose one or more files to upload.", status=422)
+    if len(uploads) > MAX_UPLOAD_FILES:
+        error = f"Upload at most {MAX_UPLOAD_FILES} files at once."
+        return _panel(request, session, error=error, status=422)
+    workspace = session_workspace(session)
+    problems = []
+    for upload in uploads:
+        try:
+            workspace.write(upload.name or "", upload.read())
+        except WorkspaceError as exc:
+            problems.append(str(exc))
+    status = 422 if problems else 200
+    return _panel(request, session, error=" ".join(problems), status=status)
+
+
+@require_GET
+def files_download(request, session):
+    session = get_object_or_404(sessions_for_user(user=request.user), public_id=session)
+    try:
+        path = session_workspace(session).resolve(request.GET.get("path", ""))
+    except WorkspaceError as exc:
+        return HttpResponse(str(exc), status=400)
+    if not path.is_file():
+        return HttpResponse("There is no such file in the workspace.", status=404)
+    return FileResponse(path.open("rb"), as_attachment=True, filename=path.name)
+
+
+@require_POST
+def files_delete(request, session):
+    session = get_object_or_404(sessions_for_user(user=request.user), public_id=session)
+    try:
+        session_workspace(session).delete(request.POST.get("path", ""))
+    except WorkspaceError as exc:
+        return _panel(request, session, error=str(exc), status=422)
+    return _panel(request, session)
