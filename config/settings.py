@@ -58,6 +58,7 @@ INSTALLED_APPS = [
     "apps.providers",
     "apps.roles",
     "apps.workspace",
+    "apps.connectors",
     "apps.chat",
 ]
 
@@ -245,6 +246,9 @@ PARLEY_TOOL_ROUND_CHARS = env_int("PARLEY_TOOL_ROUND_CHARS", 8000, minimum=1000)
 # Each session's folder of files (uploads, and what write-capable roles write), with a quota.
 PARLEY_WORKSPACE_ROOT = env_str("PARLEY_WORKSPACE_ROOT", str(BASE_DIR / "var" / "workspaces"))
 PARLEY_WORKSPACE_QUOTA_MB = env_int("PARLEY_WORKSPACE_QUOTA_MB", 50, minimum=1)
+# User-added MCP servers may not point at loopback, private or link-local addresses unless
+# this is on (a single-user machine that runs its own servers, say).
+PARLEY_MCP_ALLOW_PRIVATE_URLS = env_bool("PARLEY_MCP_ALLOW_PRIVATE_URLS", False)
 # Anthropic fan-outs start one role first and the rest once its response has begun, so they
 # read the shared prefix it writes to the prompt cache instead of each paying the write.
 PARLEY_STAGGER_FANOUT = env_bool("PARLEY_STAGGER_FANOUT", default=True)

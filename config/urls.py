@@ -5,5 +5,6 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     path("", include("apps.accounts.urls")),
     path("", include("apps.providers.urls")),
+    path("", include("apps.connectors.urls")),
     path("", include("apps.chat.web.urls")),
 ]

@@ -89,8 +89,14 @@ class Session(models.Model):
         default=False, help_text="A reply that mentions @another_role has that role answer next."
     )
     disabled_tools = models.JSONField(
-        default=list, blank=True, help_text="Names of built-in tools the roles may not use."
+        default=list,
+        blank=True,
+        help_text="Names of tools (built-in or server__tool) switched off.",
     )
+    mcp_servers = models.ManyToManyField(
+        "connectors.McpServer", blank=True, related_name="sessions",
+        help_text="MCP servers whose tools the roles are offered.",
+    )  # fmt: skip
     roles = models.ManyToManyField("roles.Role", through="SessionRole", related_name="sessions")
     active_thread = models.ForeignKey(
         "Thread", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"

@@ -14,7 +14,7 @@ from apps.chat.council.prompting import (
     build_role_request,
     length_rule,
 )
-from apps.chat.council.tools import ToolContext, tool_definitions
+from apps.chat.council.tools import ToolContext, session_tool_definitions
 from apps.chat.models import Message, Stage, Turn, reply_words
 from apps.chat.selectors import speaker_names, transcript_messages
 from apps.providers.calls import default_max_tokens
@@ -135,7 +135,7 @@ def request_for_reply(
         transcript=transcript,
         session_persona=session.persona,
         memory=session.memory,
-        tools=tool_definitions(disabled=session.disabled_tools),
+        tools=session_tool_definitions(session),
         summary=summary_text,
         cue=cue,
         group_rules=session.group_rules,

@@ -18,6 +18,9 @@ from apps.chat.records.sessions import session_set_memory, session_workspace
 from apps.chat.records.text import storable, storable_parts
 from apps.chat.records.threads import thread_rename
 from apps.chat.selectors import speaker_names, transcript_messages
+from apps.connectors.client import ServerSpec, namespaced
+from apps.connectors.models import McpServer
+from apps.connectors.services import server_spec
 from apps.providers.types import ToolCall, ToolDefinition
 
 MAX_MEMORY_CHARS = 20_000
@@ -66,7 +69,7 @@ def tool(
 
 
 def tool_definitions(*, disabled: list[str] | tuple[str, ...] = ()) -> tuple[ToolDefinition, ...]:
-    """The same list for every role of a session, in a fixed order."""
+    """The built-in tools, in a fixed order."""
     return tuple(TOOLS[name].definition for name in sorted(TOOLS) if name not in disabled)
 
 
@@ -74,9 +77,70 @@ def tool_names() -> list[str]:
     return sorted(TOOLS)
 
 
-def run_tool(context: ToolContext, call: ToolCall) -> str:
+@dataclass(frozen=True)
+class McpTool:
+    """A tool of one of the session's MCP servers, as the roles are offered it."""
+
+    server: McpServer
+    tool: str
+    definition: ToolDefinition
+    read_only: bool
+
+
+def mcp_tools(servers) -> dict[str, McpTool]:
+    """Namespaced `server__tool` -> tool, for these servers' tools as last listed."""
+    found: dict[str, McpTool] = {}
+    for server in servers:
+        for listed in server.tools or ():
+            name = namespaced(server.name, str(listed.get("name", "")))
+            schema = listed.get("schema") or {"type": "object", "properties": {}}
+            description = f"[{server.name}] {listed.get('description', '')}".strip()
+            found[name] = McpTool(
+                server=server,
+                tool=str(listed.get("name", "")),
+                definition=ToolDefinition(name, description[:1000], schema),
+                read_only=bool(listed.get("read_only")),
+            )
+    return found
+
+
+def session_tool_definitions(session: Session) -> tuple[ToolDefinition, ...]:
+    """Every tool the session's roles are offered — the same list for every role, in a stable
+    order (built-in ones, then the servers' by namespaced name), so requests share the cache."""
+    disabled = set(session.disabled_tools)
+    servers = mcp_tools(session.mcp_servers.order_by("name"))
+    external = tuple(servers[name].definition for name in sorted(servers) if name not in disabled)
+    return tool_definitions(disabled=tuple(disabled)) + external
+
+
+@dataclass(frozen=True)
+class McpCall:
+    """A permitted call to an MCP server, for the worker to make (it is async)."""
+
+    spec: ServerSpec
+    tool: str
+    arguments: dict[str, Any]
+
+
+def run_tool(context: ToolContext, call: ToolCall) -> str | McpCall:
+    """Run a built-in tool, or check an MCP tool call and say how to make it."""
     entry = TOOLS.get(call.name)
     session = Session.objects.get(pk=context.session_id)
+    arguments = storable_parts(call.arguments) if isinstance(call.arguments, dict) else {}
+    if entry is None and call.name not in session.disabled_tools:
+        external = mcp_tools(session.mcp_servers.all()).get(call.name)
+        if external is not None:
+            if not external.read_only and not context.can_write:
+                raise ToolRefused(
+                    f"@{context.role_handle} may not use {call.name}: the server does not mark "
+                    "it read-only, and only roles with write permission may use such tools."
+                )
+            try:
+                workspace = str(session_workspace(session).ensure())
+                spec = server_spec(external.server, workspace=workspace)
+            except ValidationError as exc:
+                raise ToolRefused(" ".join(exc.messages)) from None
+            return McpCall(spec=spec, tool=external.tool, arguments=arguments)
     if entry is None or call.name in session.disabled_tools:
         raise ToolRefused(f"There is no tool named {call.name!r} in this session.")
     if entry.writes and not context.can_write:
@@ -84,7 +148,6 @@ def run_tool(context: ToolContext, call: ToolCall) -> str:
             f"@{context.role_handle} may not use {call.name}: it changes the session, and only "
             "roles with write permission may do that. Nothing was changed."
         )
-    arguments = storable_parts(call.arguments) if isinstance(call.arguments, dict) else {}
     return storable(entry.run(context, arguments))
 
 

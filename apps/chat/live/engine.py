@@ -32,6 +32,8 @@ from apps.chat.records.replies import (
     reply_is_queued,
     reply_secret,
 )
+from apps.chat.records.text import storable
+from apps.connectors import client as mcp_client
 from apps.providers.calls import converse
 from apps.providers.crypto import scrub
 from apps.providers.registry import get_adapter
@@ -112,7 +114,15 @@ async def _stream_claimed(hub: StreamHub, message: Message, lease: str, *, resum
     joining = resume_text[-1:].isspace()
 
     async def run_tool(call: ToolCall) -> str:
-        return await in_db_thread(tools.run_tool)(setup.tool_context, call)
+        outcome = await in_db_thread(tools.run_tool)(setup.tool_context, call)
+        if not isinstance(outcome, tools.McpCall):
+            return outcome
+        # An MCP server's tool: connected for this call, within its timeout; a server that
+        # is down, slow or crashes is an error the model reads, never the end of the reply.
+        text, failed = await mcp_client.call_tool(outcome.spec, outcome.tool, outcome.arguments)
+        if failed:
+            raise mcp_client.McpUnavailable(storable(text) or "The tool reported an error.")
+        return storable(text)
 
     async def show_tool_activity() -> None:
         """Tool calls and results appear in the bubble while the reply goes on."""

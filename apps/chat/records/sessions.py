@@ -90,6 +90,7 @@ class SettingsChange:
     turn_time_limit: int = 0
     stop_phrase: str = ""
     ai_mentions: bool = False
+    mcp_servers: list | None = None  # None: leave the session's servers as they are
 
 
 def session_save_settings(*, session: Session, change: SettingsChange) -> Session:
@@ -111,6 +112,8 @@ def session_save_settings(*, session: Session, change: SettingsChange) -> Sessio
         session.stop_phrase = storable(" ".join(change.stop_phrase.split()))
         session.ai_mentions = change.ai_mentions
         session.save()
+        if change.mcp_servers is not None:
+            session.mcp_servers.set(change.mcp_servers)
         session_set_roles(session=session, roles=change.roles)
         for link in session.session_roles.all():
             link.model_override = change.overrides.get(link.role_id, "").strip()[:120]

@@ -4,9 +4,10 @@ from django import forms
 from django.conf import settings
 
 from apps.chat.council.prompting import GROUP_RULES
-from apps.chat.council.tools import TOOLS, tool_names
+from apps.chat.council.tools import TOOLS, mcp_tools, tool_names
 from apps.chat.models import AddressingMode, TurnMode, parse_reply_length
 from apps.chat.records.sessions import SettingsChange
+from apps.connectors.models import McpServer
 from apps.providers.models import Credential
 from apps.roles.models import Role
 
@@ -68,6 +69,13 @@ class SessionSettingsForm(forms.Form):
     ai_mentions = forms.BooleanField(
         required=False, label="A reply that mentions @another_role has that role answer next"
     )
+    mcp_servers = forms.ModelMultipleChoiceField(
+        queryset=McpServer.objects.none(),  # the ones this user may use, set per form
+        required=False,
+        widget=forms.CheckboxSelectMultiple,
+        to_field_name="public_id",
+        label="MCP servers",
+    )
     tools = forms.MultipleChoiceField(
         required=False, widget=forms.CheckboxSelectMultiple, label="Tools"
     )
@@ -75,8 +83,16 @@ class SessionSettingsForm(forms.Form):
         queryset=Role.objects.all(), widget=forms.CheckboxSelectMultiple, label="Roles"
     )
 
-    def __init__(self, *args, session, credentials, **kwargs):
+    def __init__(self, *args, session, credentials, servers=None, **kwargs):
         links = {link.role_id: link for link in session.session_roles.all()}
+        servers = servers if servers is not None else McpServer.objects.none()
+        # Built-in tools, then every tool of the servers this user may pick, by name.
+        self.tool_choices = [
+            (name, f"{name}{' (write)' if TOOLS[name].writes else ''}") for name in tool_names()
+        ] + [
+            (name, f"{name}{'' if tool.read_only else ' (write)'}")
+            for name, tool in sorted(mcp_tools(servers.order_by("name")).items())
+        ]
         initial = {
             "credential": session.credential,
             "model": session.model,
@@ -91,16 +107,16 @@ class SessionSettingsForm(forms.Form):
             "turn_time_limit": session.turn_time_limit,
             "stop_phrase": session.stop_phrase,
             "ai_mentions": session.ai_mentions,
-            "tools": [name for name in tool_names() if name not in session.disabled_tools],
+            "mcp_servers": list(session.mcp_servers.all()),
+            "tools": [name for name, _ in self.tool_choices if name not in session.disabled_tools],
             "roles": list(links),
         }
         kwargs["initial"] = initial
         super().__init__(*args, **kwargs)
         cast(forms.ModelChoiceField, self.fields["credential"]).queryset = credentials
         self.fields["auto_rounds"].widget.attrs["max"] = settings.PARLEY_MAX_AUTO_ROUNDS
-        cast(forms.ChoiceField, self.fields["tools"]).choices = [
-            (name, f"{name}{' (write)' if TOOLS[name].writes else ''}") for name in tool_names()
-        ]
+        cast(forms.ModelMultipleChoiceField, self.fields["mcp_servers"]).queryset = servers
+        cast(forms.ChoiceField, self.fields["tools"]).choices = self.tool_choices
         self.role_rows = []
         order = [handle for handle in session.round_order if isinstance(handle, str)]
         for position, role in enumerate(Role.objects.all(), start=len(order) + 1):
@@ -181,7 +197,8 @@ class SessionSettingsForm(forms.Form):
             memory=data["memory"],
             addressing_mode=data["addressing_mode"],
             auto_rounds=data["auto_rounds"],
-            disabled_tools=[name for name in tool_names() if name not in data["tools"]],
+            disabled_tools=[name for name, _ in self.tool_choices if name not in data["tools"]],
+            mcp_servers=list(data.get("mcp_servers") or []),
             roles=roles,
             overrides={role.pk: data.get(f"model_{role.pk}", "") for role in roles},
             role_credentials={role.pk: data.get(f"credential_{role.pk}") for role in roles},

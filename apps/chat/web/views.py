@@ -35,6 +35,7 @@ from apps.chat.web.forms import (
     SessionCreateForm,
     SessionSettingsForm,
 )
+from apps.connectors.selectors import servers_for_user
 from apps.providers.selectors import credentials_for_user
 
 
@@ -94,7 +95,10 @@ def session_delete(request, session):
 
 def _settings_form(request, session, data=None):
     return SessionSettingsForm(
-        data, session=session, credentials=credentials_for_user(user=request.user)
+        data,
+        session=session,
+        credentials=credentials_for_user(user=request.user),
+        servers=servers_for_user(user=request.user),
     )
 
 

@@ -1,0 +1,169 @@
+"""Talking to MCP servers through the official SDK: list their tools, call one.
+
+A connection is opened for each call and closed after it, inside the calling task: the
+SDK's transports hold anyio task groups that must close where they opened, and a round's
+tool calls run as separate tasks. Every failure — unreachable, refused, crashed, too slow —
+becomes an `McpUnavailable` with a message a person or a model can read; nothing here blocks
+past the server's timeout.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+from mcp import ClientSession, StdioServerParameters, types
+from mcp.client.stdio import stdio_client
+from mcp.client.streamable_http import streamablehttp_client
+
+MAX_RESULT_CHARS = 200_000
+TOOL_NAME = re.compile(r"[^A-Za-z0-9_-]")
+
+
+class McpUnavailable(Exception):
+    """The server could not be reached or did not answer in time."""
+
+
+@dataclass(frozen=True)
+class ServerSpec:
+    """Everything needed to reach one server (secrets decrypted, for the call only)."""
+
+    name: str
+    kind: str  # "stdio" | "http"
+    command: str = ""
+    args: tuple[str, ...] = ()
+    env: dict[str, str] = field(default_factory=dict)
+    url: str = ""
+    headers: dict[str, str] = field(default_factory=dict)
+    timeout: float = 20.0
+    workspace: str = ""  # stdio servers run there and get it as their root
+
+
+@dataclass(frozen=True)
+class ListedTool:
+    name: str
+    description: str
+    schema: dict[str, Any]
+    read_only: bool
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "description": self.description, "schema": self.schema,
+                "read_only": self.read_only}  # fmt: skip
+
+
+def namespaced(server: str, tool: str) -> str:
+    """The name a model sees: `server__tool`, within the providers' 64-character limit."""
+    return f"{TOOL_NAME.sub('_', server)}__{TOOL_NAME.sub('_', tool)}"[:64]
+
+
+def _roots_callback(workspace: str):
+    async def list_roots(context) -> types.ListRootsResult:
+        root = types.Root(uri=Path(workspace).resolve().as_uri(), name="session workspace")  # type: ignore[arg-type]
+        return types.ListRootsResult(roots=[root])
+
+    return list_roots if workspace else None
+
+
+@asynccontextmanager
+async def _session(spec: ServerSpec) -> AsyncIterator[ClientSession]:
+    timeout = timedelta(seconds=spec.timeout)
+    if spec.kind == "stdio":
+        if spec.workspace:
+            Path(spec.workspace).mkdir(parents=True, exist_ok=True)
+        parameters = StdioServerParameters(
+            command=spec.command,
+            args=list(spec.args),
+            env={**_base_env(), **spec.env},
+            cwd=spec.workspace or None,
+        )
+        with open(os.devnull, "w") as errlog:  # a chatty server must not fill the worker's log
+            async with (
+                stdio_client(parameters, errlog=errlog) as (read, write),
+                ClientSession(
+                    read, write, read_timeout_seconds=timeout,
+                    list_roots_callback=_roots_callback(spec.workspace),
+                ) as session,
+            ):  # fmt: skip
+                await session.initialize()
+                yield session
+        return
+    async with (
+        streamablehttp_client(spec.url, headers=spec.headers or None, timeout=spec.timeout)
+        as (read, write, _),
+        ClientSession(read, write, read_timeout_seconds=timeout) as session,
+    ):  # fmt: skip
+        await session.initialize()
+        yield session
+
+
+def _base_env() -> dict[str, str]:
+    """What a stdio server inherits: enough to start a program, none of Parley's secrets."""
+    keep = ("PATH", "HOME", "LANG", "LC_ALL", "TMPDIR", "VIRTUAL_ENV", "PYTHONPATH")
+    return {name: os.environ[name] for name in keep if name in os.environ}
+
+
+def _reason(exc: BaseException) -> str:
+    if isinstance(exc, BaseExceptionGroup):
+        return "; ".join(_reason(inner) for inner in exc.exceptions)
+    if isinstance(exc, TimeoutError):
+        return "it did not answer in time"
+    text = str(exc).strip() or type(exc).__name__
+    return text.splitlines()[0][:300]
+
+
+async def _guarded(spec: ServerSpec, work):
+    try:
+        async with asyncio.timeout(spec.timeout + 5):
+            async with _session(spec) as session:
+                return await work(session)
+    except asyncio.CancelledError:
+        raise
+    except McpUnavailable:
+        raise
+    except (Exception, BaseExceptionGroup) as exc:
+        raise McpUnavailable(
+            f"The MCP server {spec.name!r} is unavailable: {_reason(exc)}."
+        ) from exc
+
+
+async def list_tools(spec: ServerSpec) -> list[ListedTool]:
+    async def work(session: ClientSession) -> list[ListedTool]:
+        listed = await session.list_tools()
+        return [
+            ListedTool(
+                name=tool.name,
+                description=(tool.description or "")[:1000],
+                schema=tool.inputSchema or {"type": "object", "properties": {}},
+                read_only=bool(tool.annotations and tool.annotations.readOnlyHint),
+            )
+            for tool in listed.tools
+        ]
+
+    return await _guarded(spec, work)
+
+
+async def call_tool(spec: ServerSpec, tool: str, arguments: dict[str, Any]) -> tuple[str, bool]:
+    """The tool's text output and whether the server flagged it as an error."""
+
+    async def work(session: ClientSession) -> tuple[str, bool]:
+        result = await session.call_tool(
+            tool, arguments, read_timeout_seconds=timedelta(seconds=spec.timeout)
+        )
+        pieces = []
+        for item in result.content:
+            if isinstance(item, types.TextContent):
+                pieces.append(item.text)
+            else:
+                pieces.append(f"[{item.type} content]")
+        if not pieces and result.structuredContent is not None:
+            pieces.append(str(result.structuredContent))
+        return "\n".join(pieces)[:MAX_RESULT_CHARS], bool(result.isError)
+
+    return await _guarded(spec, work)
