@@ -10,7 +10,9 @@ from django.test import Client
 from django.urls import reverse
 
 from apps.chat.council.posting import message_post
-from apps.chat.models import Message, MessageStatus, Session, Thread
+from apps.chat.models import Message, MessageStatus, QueuedMessage, Session, Thread
+from apps.chat.records.sessions import session_workspace
+from apps.connectors.models import McpServer
 from apps.providers.services import credential_save
 
 pytestmark = pytest.mark.django_db
@@ -26,7 +28,16 @@ def world(alice, alice_thread, bob, charlie):
         owner=alice, name="Mine", provider="openai_compatible",
         base_url="http://127.0.0.1:9/v1", api_key="",
     )  # fmt: skip
+    Message.objects.filter(pk=posted.replies[0].pk).update(stop_reason="max_tokens")
+    queued = [
+        QueuedMessage.objects.create(thread=alice_thread, author=alice, text=f"later {n}")
+        for n in (1, 2)
+    ]
+    session_workspace(alice_thread.session).write("notes.txt", b"harbour")
+    server = McpServer.objects.create(owner=alice, name="mine", url="http://127.0.0.1:9/mcp")
     return {
+        "queued": [q.public_id for q in queued],
+        "server": server.public_id,
         "thread": alice_thread.public_id,
         "session": alice_thread.session.public_id,
         "user_message": posted.user_message.public_id,
@@ -38,7 +49,20 @@ def world(alice, alice_thread, bob, charlie):
 def urls(w) -> list[tuple[str, str, dict, set[int]]]:
     """(method, url, data, statuses the owner may get)."""
     t, s, m, r, c = w["thread"], w["session"], w["user_message"], w["reply"], w["credential"]
+    q1, q2 = w["queued"]
+    files = {"session": s}
     return [
+        ("get", reverse("chat:files_panel", kwargs=files), {}, {200}),
+        ("get", reverse("chat:files_download", kwargs=files) + "?path=notes.txt", {}, {200}),
+        ("post", reverse("chat:files_upload", kwargs=files), {}, {422}),
+        ("post", reverse("chat:files_delete", kwargs=files), {"path": "notes.txt"}, {200}),
+        ("post", reverse("chat:message_continue", kwargs={"message": r}), {}, {204}),
+        ("post", reverse("chat:message_new_chat", kwargs={"message": m}), {}, {200}),
+        ("post", reverse("chat:queued_edit", kwargs={"queued": q1}), {"text": "edited"}, {204}),
+        ("post", reverse("chat:queued_cancel", kwargs={"queued": q2}), {}, {204}),
+        ("post", reverse("chat:queued_send_now", kwargs={"queued": q1}), {}, {204}),
+        ("post", reverse("connectors:server_test", kwargs={"server": w["server"]}), {}, {200}),
+        ("post", reverse("connectors:server_delete", kwargs={"server": w["server"]}), {}, {302}),
         ("get", reverse("chat:thread_detail", kwargs={"thread": t}), {}, {200}),
         ("get", reverse("chat:session_detail", kwargs={"session": s}), {}, {302}),
         ("get", reverse("chat:session_settings", kwargs={"session": s}), {}, {200}),
@@ -72,6 +96,8 @@ def client_for(user, *, csrf=False) -> Client:
 
 def snapshot():
     return (
+        list(QueuedMessage.objects.order_by("pk").values_list("pk", "text")),
+        list(McpServer.objects.order_by("pk").values_list("pk", "name", "last_error")),
         list(Message.objects.order_by("pk").values_list("pk", "status", "content")),
         list(Thread.objects.order_by("pk").values_list("pk", "label")),
         list(Session.objects.order_by("pk").values_list("pk", "name")),
