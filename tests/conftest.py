@@ -14,6 +14,9 @@ from apps.chat.records.sessions import session_create, session_set_provider
 from apps.roles.models import Role
 from apps.roles.services import role_pack_load
 
+# Real MCP servers (stdio and streamable HTTP) for the connector, chat and browser tests.
+pytest_plugins = ["tests.connectors.fixtures"]
+
 
 @pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(items):

@@ -25,7 +25,7 @@ from apps.connectors.services import server_save_http, server_test
 from apps.providers.emulator import Script
 from apps.providers.types import ToolCall
 from tests.conftest import wait_settled
-from tests.connectors.conftest import ROOT
+from tests.connectors.fixtures import ROOT
 
 pytestmark = pytest.mark.django_db
 
