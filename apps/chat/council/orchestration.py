@@ -259,9 +259,10 @@ def _advance_locked(turn: Turn) -> list[Message]:
 def turns_stop_rounds(*, thread: Thread) -> None:
     """No further auto-round starts in this thread (an interrupt); the next member's waiting
     bubble goes away."""
-    Turn.objects.filter(thread=thread, rounds_stopped=False).update(rounds_stopped=True)
+    stopped = Turn.objects.filter(thread=thread, rounds_stopped=False).update(rounds_stopped=True)
     rounds.remove_waiting_auto(thread=thread)
-    events.publish_thread_status_on_commit(thread=thread)
+    if stopped:
+        events.publish_thread_status_on_commit(thread=thread)
 
 
 # The queue: messages sent while a turn runs.

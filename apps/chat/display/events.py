@@ -7,7 +7,9 @@ controls (summary strip, role picker, addressing line) to every tab on any of it
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import threading
 import uuid
 from collections.abc import Callable, Iterable
 
@@ -43,7 +45,7 @@ def session_group(session_public_id: uuid.UUID | str) -> str:
 def _send_on_commit(events_of: Callable[[], Iterable[tuple[str, dict]]]) -> None:
     """After commit, build the (group, event) pairs — from committed rows — and send them."""
 
-    def send() -> None:
+    def deliver() -> None:
         group_send = async_to_sync(get_channel_layer().group_send)
         try:
             for group, event in events_of():
@@ -51,6 +53,18 @@ def _send_on_commit(events_of: Callable[[], Iterable[tuple[str, dict]]]) -> None
         except (RedisError, OSError) as exc:
             # The change is saved; the tabs catch up when they reconnect and sync.
             logger.warning("Could not announce a change to open tabs (%s)", exc)
+
+    def send() -> None:
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            deliver()
+            return
+        # Committed from a thread that runs an event loop (an async test harness, a shell):
+        # async_to_sync refuses to run there, so the announcement goes from a helper thread.
+        helper = threading.Thread(target=deliver, name="announce")
+        helper.start()
+        helper.join(10)
 
     transaction.on_commit(send)
 
