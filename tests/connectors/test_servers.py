@@ -185,3 +185,51 @@ def test_a_role_calls_an_mcp_tool_and_a_dead_server_is_a_tool_error(
     with pytest.raises(McpUnavailable):
         server.refresh_from_db()
         server_test(server=server)
+
+
+def test_a_new_session_can_start_with_servers_the_user_may_use(alice, bob, roles):
+    mine = staff_stdio_server(alice)
+    client = Client()
+    client.force_login(alice)
+    page = client.get(reverse("chat:session_list")).content.decode()
+    assert "MCP servers for the new session" in page and "local" in page
+    client.post(
+        reverse("chat:session_create"), {"name": "With tools", "mcp_servers": [str(mine.public_id)]}
+    )
+    assert list(alice.chat_sessions.get(name="With tools").mcp_servers.all()) == [mine]
+    client.force_login(bob)  # not allowed to use it: the session starts without it
+    client.post(
+        reverse("chat:session_create"), {"name": "Sneaky", "mcp_servers": [str(mine.public_id)]}
+    )
+    assert not bob.chat_sessions.get(name="Sneaky").mcp_servers.exists()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_stop_ends_a_reply_waiting_on_a_slow_mcp_tool(
+    alice, anthropic_thread, celery_worker, emulator
+):
+    import time
+
+    from apps.chat.council.replies import thread_interrupt
+
+    server = staff_stdio_server(alice)
+    McpServer.objects.filter(pk=server.pk).update(timeout_seconds=60)
+    server_test(server=server)
+    anthropic_thread.session.mcp_servers.add(server)
+    slow = {"name": "local__slow", "arguments": {"seconds": 50}}
+    emulator.script(Script(text="Waiting on the server…", provider="anthropic", tool_calls=[slow]))
+    posted = message_post(thread=anthropic_thread, author=alice, text="@visual_architect wait")
+    from apps.chat.models import Message
+    from tests.conftest import wait_until
+
+    def calling() -> bool:
+        reply = Message.objects.get(pk=posted.replies[0].pk)
+        return any(part["type"] == "tool_call" for part in reply.content) or "Waiting" in reply.text
+
+    wait_until(calling, timeout=20)
+    time.sleep(1.0)  # the tool call is under way
+    started = time.monotonic()
+    thread_interrupt(thread=anthropic_thread)
+    (reply,) = wait_settled(posted.replies, timeout=10)
+    assert reply.status == "interrupted" and time.monotonic() - started < 5
+    assert reply.text.startswith("Waiting on the server")

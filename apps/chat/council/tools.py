@@ -185,6 +185,36 @@ def search_transcript(context: ToolContext, arguments: dict) -> str:
     return f"{len(hits)} matching message(s):\n" + "\n".join(lines)
 
 
+@tool(
+    "read_messages",
+    "Read several messages of this thread in full, by their numbers (#seq, as search_transcript "
+    f"shows them), in one call (at most {MAX_SEARCH_RESULTS}).",
+    {"numbers": {"type": "array", "items": {"type": "integer"}, "description": "Message numbers."}},
+)
+def read_messages(context: ToolContext, arguments: dict) -> str:
+    numbers = arguments.get("numbers")
+    if (
+        not isinstance(numbers, list)
+        or not numbers
+        or not all(isinstance(n, int) and not isinstance(n, bool) for n in numbers)
+    ):
+        raise ValueError("'numbers' must be a non-empty list of message numbers.")
+    if len(numbers) > MAX_SEARCH_RESULTS:
+        raise ValueError(f"Read at most {MAX_SEARCH_RESULTS} messages per call.")
+    thread = _thread(context)
+    names = speaker_names(session=thread.session)
+    by_seq = {m.seq: m for m in transcript_messages(thread=thread) if m.seq in set(numbers)}
+    sections = []
+    for number in numbers:
+        message = by_seq.get(number)
+        if message is None:
+            sections.append(f"#{number}: no such message in this thread.")
+        else:
+            speaker = names.get(message.speaker, message.speaker)
+            sections.append(f"#{number} [{speaker}]:\n{message.text}")
+    return "\n\n".join(sections)
+
+
 @tool("read_memory", "Read the session memory: notes shared by every role.", {})
 def read_memory(context: ToolContext, arguments: dict) -> str:
     memory = Session.objects.values_list("memory", flat=True).get(pk=context.session_id)

@@ -18,8 +18,9 @@ from apps.roles.services import role_ensure_default
 from apps.workspace.files import Workspace
 
 
-def session_create(*, owner, name: str = "") -> Session:
-    """Create a session with the default roles and a first, empty thread."""
+def session_create(*, owner, name: str = "", mcp_servers: list | None = None) -> Session:
+    """Create a session with the default roles and a first, empty thread (and the MCP
+    servers chosen, which the caller has checked the owner may use)."""
     name = " ".join(storable(name).split())[:120] or "New session"
     with transaction.atomic():
         session = Session.objects.create(owner=owner, name=name)
@@ -28,6 +29,8 @@ def session_create(*, owner, name: str = "") -> Session:
         thread = Thread.objects.create(session=session)
         session.active_thread = thread
         session.save(update_fields=["active_thread"])
+        if mcp_servers:
+            session.mcp_servers.set(mcp_servers)
     return session
 
 

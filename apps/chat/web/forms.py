@@ -14,6 +14,18 @@ from apps.roles.models import Role
 
 class SessionCreateForm(forms.Form):
     name = forms.CharField(max_length=120, required=False, label="Session name")
+    mcp_servers = forms.ModelMultipleChoiceField(
+        queryset=McpServer.objects.none(),  # the ones this user may use, set per form
+        required=False,
+        widget=forms.CheckboxSelectMultiple,
+        to_field_name="public_id",
+        label="MCP servers",
+    )
+
+    def __init__(self, *args, servers=None, **kwargs):
+        super().__init__(*args, **kwargs)
+        field = cast(forms.ModelMultipleChoiceField, self.fields["mcp_servers"])
+        field.queryset = servers if servers is not None else McpServer.objects.none()
 
 
 class MessageForm(forms.Form):

@@ -42,16 +42,19 @@ from apps.providers.selectors import credentials_for_user
 @require_GET
 def session_list(request):
     owned = sessions_for_user(user=request.user).select_related("active_thread")
-    return render(
-        request, "chat/session_list.html", {"sessions": owned, "form": SessionCreateForm()}
-    )
+    form = SessionCreateForm(servers=servers_for_user(user=request.user))
+    return render(request, "chat/session_list.html", {"sessions": owned, "form": form})
 
 
 @require_POST
 def session_create(request):
-    form = SessionCreateForm(request.POST)
-    name = form.cleaned_data["name"] if form.is_valid() else ""
-    session = sessions.session_create(owner=request.user, name=name)
+    form = SessionCreateForm(request.POST, servers=servers_for_user(user=request.user))
+    valid = form.is_valid()  # an unknown server id is dropped, never an error page
+    session = sessions.session_create(
+        owner=request.user,
+        name=form.cleaned_data["name"] if valid else "",
+        mcp_servers=list(form.cleaned_data["mcp_servers"]) if valid else [],
+    )
     return _open_active_thread(session)
 
 
