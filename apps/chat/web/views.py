@@ -49,11 +49,11 @@ def session_list(request):
 @require_POST
 def session_create(request):
     form = SessionCreateForm(request.POST, servers=servers_for_user(user=request.user))
-    valid = form.is_valid()  # an unknown server id is dropped, never an error page
+    form.is_valid()  # a server this user may not use is dropped, never an error page
     session = sessions.session_create(
         owner=request.user,
-        name=form.cleaned_data["name"] if valid else "",
-        mcp_servers=list(form.cleaned_data["mcp_servers"]) if valid else [],
+        name=form.cleaned_data.get("name", ""),
+        mcp_servers=list(form.cleaned_data.get("mcp_servers") or []),
     )
     return _open_active_thread(session)
 
