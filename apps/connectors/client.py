@@ -17,11 +17,10 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from mcp import ClientSession, StdioServerParameters, types
-from mcp.client.stdio import stdio_client
-from mcp.client.streamable_http import streamablehttp_client
+if TYPE_CHECKING:  # the SDK (~13 MB) is imported by the first call, not by every process
+    from mcp import ClientSession, types
 
 MAX_RESULT_CHARS = 200_000
 TOOL_NAME = re.compile(r"[^A-Za-z0-9_-]")
@@ -64,6 +63,8 @@ def namespaced(server: str, tool: str) -> str:
 
 
 def _roots_callback(workspace: str):
+    from mcp import types
+
     async def list_roots(context) -> types.ListRootsResult:
         root = types.Root(uri=Path(workspace).resolve().as_uri(), name="session workspace")  # type: ignore[arg-type]
         return types.ListRootsResult(roots=[root])
@@ -73,6 +74,10 @@ def _roots_callback(workspace: str):
 
 @asynccontextmanager
 async def _session(spec: ServerSpec) -> AsyncIterator[ClientSession]:
+    from mcp import ClientSession, StdioServerParameters
+    from mcp.client.stdio import stdio_client
+    from mcp.client.streamable_http import streamablehttp_client
+
     timeout = timedelta(seconds=spec.timeout)
     if spec.kind == "stdio":
         if spec.workspace:
@@ -151,6 +156,8 @@ async def list_tools(spec: ServerSpec) -> list[ListedTool]:
 
 async def call_tool(spec: ServerSpec, tool: str, arguments: dict[str, Any]) -> tuple[str, bool]:
     """The tool's text output and whether the server flagged it as an error."""
+
+    from mcp import types
 
     async def work(session: ClientSession) -> tuple[str, bool]:
         result = await session.call_tool(
