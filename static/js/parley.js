@@ -148,10 +148,59 @@
     }
     if (evt.key === "Escape" && !evt.defaultPrevented) escapePressed(evt);
   });
+  // Sending empties the box at once, so what is typed next is the next message: the server's
+  // answer replaces the composer, and whatever was typed meanwhile moves into the new one (on
+  // an error, after the returned text). A failed request puts the sent text back.
+  function newToken() {
+    if (window.crypto && crypto.randomUUID) return crypto.randomUUID();
+    const b = crypto.getRandomValues(new Uint8Array(16));
+    b[6] = (b[6] & 15) | 64; b[8] = (b[8] & 63) | 128;
+    const h = Array.prototype.map.call(b, function (x) { return (x + 256).toString(16).slice(1); }).join("");
+    return h.slice(0, 8) + "-" + h.slice(8, 12) + "-" + h.slice(12, 16) + "-" + h.slice(16, 20) + "-" + h.slice(20);
+  }
+  let composerSent = null, composerTyped = null;
+  document.addEventListener("htmx:beforeRequest", function (evt) {
+    const form = evt.detail.elt;
+    if (!form || form.id !== "composer") return;
+    const area = document.getElementById("composer-text");
+    if (!area) return;
+    composerSent = area.value;  // the request already holds it
+    area.value = "";
+    grow(area);
+    const token = form.querySelector("input[name=client_token]");
+    if (token) token.value = newToken();  // a next message sent before the answer is its own
+  });
+  document.addEventListener("htmx:beforeSwap", function (evt) {
+    if (!evt.detail.target || evt.detail.target.id !== "composer") return;
+    const area = document.getElementById("composer-text");
+    composerTyped = area ? area.value : "";
+  });
+  function restoreSent(evt) {
+    if (!evt.detail.elt || evt.detail.elt.id !== "composer" || composerSent === null) return;
+    const area = document.getElementById("composer-text");
+    if (area) {
+      area.value = composerSent + (area.value ? "\n" + area.value : "");
+      grow(area);
+    }
+    composerSent = null;
+  }
+  document.addEventListener("htmx:responseError", restoreSent);
+  document.addEventListener("htmx:sendError", restoreSent);
   document.addEventListener("htmx:afterSwap", function (evt) {
     if (evt.detail.target && evt.detail.target.id === "composer") {
       const area = document.getElementById("composer-text");
-      if (area) { grow(area); area.focus(); }
+      if (area) {
+        const typed = composerTyped || "";
+        if (evt.detail.xhr && evt.detail.xhr.status === 422) {
+          area.value = area.value + (typed ? "\n" + typed : "");  // the refused text, kept
+        } else {
+          area.value = typed;
+        }
+        area.setSelectionRange(area.value.length, area.value.length);
+        grow(area);
+        area.focus();
+      }
+      composerSent = composerTyped = null;
     }
   });
   // ---- Esc: close what is open, otherwise stop every reply of the thread. ----

@@ -20,16 +20,6 @@ from tests.browser.test_live_chat import log_in
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 
-@pytest.fixture
-def chat(page, alice, roles):
-    """Alice logged in, on the first thread of a fresh session."""
-    session = session_create(owner=alice, name="Harbour film")
-    log_in(page)
-    page.goto(f"/t/{session.active_thread.public_id}/")
-    page.session = session
-    return page
-
-
 def off_the_event_loop(function) -> None:
     """Run a service that publishes to the channel layer: Playwright's sync API keeps an event
     loop in this thread, where async_to_sync refuses to run."""

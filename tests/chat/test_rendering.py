@@ -51,3 +51,20 @@ def test_tables_and_emphasis_render():
     assert "<strong>bold</strong>" in html
     assert "<s>gone</s>" in html or "<del>gone</del>" in html
     assert "<table>" in html
+
+
+def test_text_on_either_side_of_a_tool_call_stays_apart():
+    from apps.chat.display.bubbles import shown_text
+    from apps.chat.models import Message
+
+    message = Message(
+        speaker="assistant",
+        content=[
+            {"type": "text", "text": "That looks good."},
+            {"type": "tool_call", "id": "1", "name": "read_memory", "arguments": {}},
+            {"type": "tool_result", "tool_call_id": "1", "content": "x", "is_error": False},
+            {"type": "text", "text": "Quirky detail: the bell."},
+        ],
+    )
+    assert shown_text(message) == "That looks good.\n\nQuirky detail: the bell."
+    assert message.text == "That looks good.Quirky detail: the bell."  # the stored transcript

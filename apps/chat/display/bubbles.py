@@ -57,8 +57,19 @@ def speaker_name(message: Message, role: Role | None) -> str:
     return role.display_name if role else message.speaker
 
 
+def shown_text(message: Message) -> str:
+    """A settled message's text as its bubble shows it: text on either side of a tool call is
+    a paragraph of its own (joined bare, "good." and "Quirky" ran together)."""
+    runs = [part.get("text", "") for part in message.content if part.get("type") == "text"]
+    return (
+        "\n\n".join(run.strip("\n") for run in runs if run.strip())
+        if len(runs) > 1
+        else message.text
+    )
+
+
 def bubble_context(message: Message, *, role: Role | None, live_text: str | None = None) -> dict:
-    text = message.text if live_text is None else live_text
+    text = shown_text(message) if live_text is None else live_text
     streaming = message.status in (MessageStatus.QUEUED, MessageStatus.STREAMING)
     activity, suggestions = tool_activity(message)
     return {
@@ -69,7 +80,7 @@ def bubble_context(message: Message, *, role: Role | None, live_text: str | None
         "streaming": streaming,
         "text": text,
         # Markdown is rendered once a reply settles; while it streams the raw text grows.
-        "body_html": None if streaming else render_markdown(text),
+        "body_html": None if streaming else render_markdown(text, breaks=message.is_user),
         "tools": activity,
         "suggestions": suggestions,
         "can_rerun": message.kind == MessageKind.CHAT and not message.is_user and not streaming,

@@ -38,23 +38,25 @@ def _highlight(code: str, language: str, _attrs: str) -> str:
     return highlight(code, lexer, _FORMATTER)
 
 
-@lru_cache(maxsize=1)
-def _parser() -> MarkdownIt:
+@lru_cache(maxsize=2)
+def _parser(breaks: bool = False) -> MarkdownIt:
     # Raw HTML stays off: hostile markup in a message is shown as text, never interpreted.
     return MarkdownIt(
-        "commonmark", {"html": False, "linkify": False, "highlight": _highlight}
+        "commonmark",
+        {"html": False, "linkify": False, "highlight": _highlight, "breaks": breaks},
     ).enable(["table", "strikethrough"])
 
 
-def render_markdown(text: str) -> SafeString:
-    """Render Markdown from a user or a model into HTML that is safe to insert into a page."""
-    return mark_safe(_render(text))  # noqa: S308  (sanitised by nh3 in _render)
+def render_markdown(text: str, *, breaks: bool = False) -> SafeString:
+    """Render Markdown from a user or a model into HTML that is safe to insert into a page.
+    With `breaks`, a single line break stays a line break (what a person typed)."""
+    return mark_safe(_render(text, breaks))  # noqa: S308  (sanitised by nh3 in _render)
 
 
 @lru_cache(maxsize=2048)
-def _render(text: str) -> str:
+def _render(text: str, breaks: bool = False) -> str:
     # Settled messages never change, so a page view re-renders only what it has not seen.
-    raw = _parser().render(text)
+    raw = _parser(breaks).render(text)
     return nh3.clean(
         raw,
         tags=ALLOWED_TAGS,
