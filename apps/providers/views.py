@@ -11,6 +11,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 
 from apps.providers import services
 from apps.providers.forms import CredentialForm
+from apps.providers.registry import get_adapter
 from apps.providers.selectors import credentials_for_user
 
 
@@ -80,8 +81,15 @@ def credential_models(request):
         credential = get_object_or_404(credentials_for_user(user=request.user), public_id=public_id)
     models = services.credential_models(credential=credential)
     selected = request.GET.get("model", "")
-    if selected and selected not in models:  # a model typed elsewhere stays selectable
+    # The model saved with this very credential stays selectable even when the provider does
+    # not list it; after a switch to another credential, a model its list lacks (another
+    # provider's) gives way to that provider's default.
+    same_credential = request.GET.get("saved_credential", "") == str(public_id or "")
+    if selected and selected not in models and same_credential:
         models = [selected, *models]
+    elif selected not in models:
+        default = get_adapter(credential.provider if credential else "demo").default_model
+        selected = default if default in models else (models[0] if models else "")
     return render(
         request, "providers/_model_options.html", {"models": models, "selected": selected}
     )

@@ -33,3 +33,33 @@ def test_line_breaks_stay_in_a_sent_message(chat, fast_demo):
     sent = chat.locator("#transcript article[data-speaker=user] .markdown")
     expect(sent.locator("br")).to_have_count(1)
     expect(sent).to_contain_text("line one")
+
+
+def test_switching_to_another_providers_credential_resets_the_model(
+    chat, emulated_anthropic, emulator
+):
+    from apps.chat.models import Session
+    from apps.chat.records.sessions import session_set_provider
+    from apps.providers.services import credential_save
+
+    session_set_provider(
+        session=chat.session, credential=emulated_anthropic, model="claude-sonnet-5"
+    )
+    credential_save(
+        owner=chat.session.owner, name="Local", provider="openai_compatible",
+        base_url=emulator.url + "/v1", api_key="",
+    )  # fmt: skip
+    chat.reload()
+    chat.get_by_role("button", name="Session settings").click()
+    dialog = chat.get_by_role("dialog")
+    model = dialog.get_by_label("Model", exact=True)
+    expect(model).to_have_value("claude-sonnet-5")  # the saved model, with its credential
+    dialog.get_by_label("Credential", exact=True).select_option(
+        label="Local · OpenAI-compatible server (Ollama, vLLM, LM Studio…)"
+    )
+    expect(model).not_to_have_value("claude-sonnet-5")
+    expect(model.locator("option", has_text="claude-sonnet-5")).to_have_count(0)
+    dialog.get_by_role("button", name="Save").click()
+    expect(dialog).to_be_hidden(timeout=5_000)
+    session = Session.objects.get(pk=chat.session.pk)
+    assert session.credential.name == "Local" and not session.model.startswith("claude")
