@@ -323,8 +323,10 @@
   });
 
   // ---- Inline rename: Enter saves, Esc cancels. ----
+  // The name field, never the form's hidden CSRF input (which comes first in the sessions list).
+  const NAME_FIELD = "input[type=text]";
   function closeRename(form, restore) {
-    const input = form.querySelector("input[name]");
+    const input = form.querySelector(NAME_FIELD);
     if (restore && input) input.value = input.dataset.original || "";
     form.hidden = true;
     const owner = form.parentElement;
@@ -348,7 +350,7 @@
     const form = owner.querySelector(".rename-form");
     owner.querySelectorAll(":scope > a, :scope > .session-main").forEach(function (el) { el.hidden = true; });
     form.hidden = false;
-    const input = form.querySelector("input[name]");
+    const input = form.querySelector(NAME_FIELD);
     input.focus();
     input.select();
   });
@@ -356,7 +358,7 @@
     const form = evt.detail.elt.closest && evt.detail.elt.closest(".rename-form");
     if (!form) return;
     if (evt.detail.successful) {
-      const input = form.querySelector("input[name]");
+      const input = form.querySelector(NAME_FIELD);
       input.dataset.original = input.value;
       closeRename(form, false);
     }

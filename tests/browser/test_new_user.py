@@ -63,3 +63,28 @@ def test_switching_to_another_providers_credential_resets_the_model(
     expect(dialog).to_be_hidden(timeout=5_000)
     session = Session.objects.get(pk=chat.session.pk)
     assert session.credential.name == "Local" and not session.model.startswith("claude")
+
+
+def test_session_rename_focuses_the_field_esc_cancels_and_enter_then_saves(page, alice, roles):
+    from apps.chat.models import Session
+    from apps.chat.records.sessions import session_create
+    from tests.browser.test_live_chat import log_in
+
+    session_create(owner=alice, name="Harbour film")
+    log_in(page)
+    rename = page.get_by_role("button", name="Rename session Harbour film")
+    rename.click()
+    field = page.locator(".session-row").get_by_role("textbox", name="Session name")
+    expect(field).to_be_focused()
+    page.keyboard.type("Cancelled name")
+    page.keyboard.press("Escape")
+    expect(field).to_be_hidden()
+    expect(rename).to_be_focused()
+    rename.click()
+    expect(field).to_have_value("Harbour film")  # the cancelled text is gone
+    field.fill("Lighthouse film")
+    field.press("Enter")
+    expect(page.get_by_role("link", name="Lighthouse film")).to_be_visible()
+    assert Session.objects.get().name == "Lighthouse film"
+    # Buttons that repeat per row say which row they act on.
+    expect(page.get_by_role("button", name="Delete session Lighthouse film")).to_have_count(1)
