@@ -88,3 +88,14 @@ def test_session_rename_focuses_the_field_esc_cancels_and_enter_then_saves(page,
     assert Session.objects.get().name == "Lighthouse film"
     # Buttons that repeat per row say which row they act on.
     expect(page.get_by_role("button", name="Delete session Lighthouse film")).to_have_count(1)
+
+
+def test_thread_names_are_title_case_and_keep_no_paths_or_secrets(chat, fast_demo):
+    box = chat.get_by_role("textbox", name="Message", exact=True)
+    box.fill("Please check /home/alice/secrets/prod.env with token=ghp_abcdEFGH1234ijklMNOP5678")
+    box.press("Enter")
+    title = chat.locator(".chat-title")
+    expect(title).to_have_text("Check prod.env")
+    expect(chat.locator("#thread-tree")).to_contain_text("Check prod.env")
+    expect(chat.locator("#thread-tree")).not_to_contain_text("secrets")
+    expect(chat.locator("#thread-tree")).not_to_contain_text("ghp_")

@@ -34,11 +34,19 @@ def texts(thread):
     [
         ("hi", ""),
         ("Hello there!", ""),
-        ("@director how should the harbour scene at dawn open?", "Harbour scene dawn open"),
+        ("@director how should the harbour scene at dawn open?", "Harbour Scene Dawn Open"),
         ("Can you review `def f(): pass` and the caching layer design please",
-         "Review caching layer design"),
+         "Review Caching Layer Design"),
         ("Plan the Lisbon shoot schedule for October with budget limits and crew sizes",
-         "Plan Lisbon shoot schedule October budget"),
+         "Plan Lisbon Shoot Schedule October Budget"),
+        ("Please check /home/alice/secrets/prod.env", "Check prod.env"),
+        ("Please check C:\\Users\\alice\\keys\\deploy.pem for me", "Check deploy.pem"),
+        ("my api key is sk-ant-api03-Zx9kQ2mL7pR4 rotate it now", ""),
+        ("rotate the leaked key sk-ant-api03-Zx9kQ2mL7pR4 in production",
+         "Rotate Leaked Key Production"),
+        ("why does commit 9f2c4e1a7b3d5f60 break the iOS build", "Commit Break iOS Build"),
+        ("token=ghp_abcdEFGH1234ijklMNOP5678 leaked in the release notes", "Leaked Release Notes"),
+        ("debug password: hunter2 on the staging server", "Debug Staging Server"),
     ],
 )  # fmt: skip
 def test_thread_names(text, name):
@@ -52,11 +60,11 @@ def test_names_are_automatic_and_unique_within_the_session(alice_thread, alice_s
     assert alice_thread.label == ""  # nothing substantive yet
     say(alice_thread, "How should the harbour scene open?")
     alice_thread.refresh_from_db()
-    assert alice_thread.label == "Harbour scene open"
+    assert alice_thread.label == "Harbour Scene Open"
     other = thread_create(session=alice_session)
     say(other, "How should the harbour scene open?")
     other.refresh_from_db()
-    assert other.label == "Harbour scene open 2"
+    assert other.label == "Harbour Scene Open 2"
     assert unique_name("x" * 60, {"x" * 60}).endswith(" 2")
 
 

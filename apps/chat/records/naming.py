@@ -1,4 +1,6 @@
-"""Automatic thread names: 3-6 salient words of the first substantive message (<= 60 chars)."""
+"""Automatic thread names: 3-6 salient words of the first substantive message (<= 60 chars),
+in Title Case, never holding a secret, a token, a long hash or more of a path than its
+file name (names show in the sidebar, exports and window titles)."""
 
 from __future__ import annotations
 
@@ -6,7 +8,37 @@ import re
 
 CODE = re.compile(r"```.*?(?:```|$)|`[^`\n]*`", re.S)
 NOISE = re.compile(r"https?://\S+|(?<![\w.])@[\w-]+|[#*_>\[\]()~|]")
-WORD = re.compile(r"[^\W_][\w'\u2019-]*", re.U)
+WORD = re.compile(r"[^\W_][\w'\u2019.-]*(?<![.-])", re.U)
+# A path keeps its last part: /home/alice/secrets/prod.env -> prod.env.
+PATH = re.compile(r"(?:[A-Za-z]:)?(?:~|\.{1,2})?(?:[\\/][\w.~-]+){2,}|(?:[A-Za-z]:)?[\\/][\w.~-]+")
+# What follows "password:", "token=", "api key is" … is a secret, whatever it looks like.
+LABELLED_SECRET = re.compile(
+    r"\b(?:password|passwd|passphrase|secret|token|api[ _-]?key|key)\s*(?:[:=]|is)\s*\S+", re.I
+)
+KNOWN_TOKEN = re.compile(
+    r"\b(?:sk|pk|rk|ghp|gho|ghs|github_pat|xox[abprs]|AKIA|ASIA|AIza|glpat|eyJ)[-_A-Za-z0-9.]{6,}"
+)
+SMALL_WORDS = frozenset(
+    [
+        "a",
+        "an",
+        "and",
+        "as",
+        "at",
+        "but",
+        "by",
+        "for",
+        "in",
+        "nor",
+        "of",
+        "on",
+        "or",
+        "the",
+        "to",
+        "vs",
+        "via",
+    ]
+)
 _STOPWORD_TEXT = """
     a about above after again all also am an and any are as at be because been before being
     below between both but by can could did do does doing down during each few for from further
@@ -20,9 +52,39 @@ STOPWORDS = frozenset(_STOPWORD_TEXT.split())
 MAX_CHARS = 60
 
 
+def _secret_like(word: str) -> bool:
+    """A long hash, key or token: long, and mixing digits with letters (or all hex)."""
+    bare = word.replace("-", "").replace("_", "").replace(".", "")
+    if len(bare) >= 12 and re.fullmatch(r"[0-9a-fA-F]+", bare) and re.search(r"\d", bare):
+        return True
+    return len(bare) >= 20 and bool(re.search(r"\d", bare)) and bool(re.search(r"[A-Za-z]", bare))
+
+
 def salient_words(text: str) -> list[str]:
-    text = NOISE.sub(" ", CODE.sub(" ", text))
-    return [w for w in WORD.findall(text) if w.lower() not in STOPWORDS and len(w) > 1]
+    text = CODE.sub(" ", text)
+    text = KNOWN_TOKEN.sub(" ", LABELLED_SECRET.sub(" ", text))
+    text = PATH.sub(lambda match: " " + re.split(r"[\\/]", match.group(0))[-1] + " ", text)
+    text = NOISE.sub(" ", text)
+    return [
+        w
+        for w in WORD.findall(text)
+        if w.lower() not in STOPWORDS and len(w) > 1 and not _secret_like(w)
+    ]
+
+
+def title_case(words: list[str]) -> str:
+    """Capitalise each word (small words inside stay small); file names, acronyms and words
+    with capitals inside (iOS, GPT-4) are left as they are."""
+    out = []
+    for index, word in enumerate(words):
+        keep = "." in word or any(c.isupper() for c in word[1:]) or word.isupper()
+        if keep:
+            out.append(word)
+        elif index and word.lower() in SMALL_WORDS:
+            out.append(word.lower())
+        else:
+            out.append(word[0].upper() + word[1:])
+    return " ".join(out)
 
 
 def thread_name(text: str) -> str:
@@ -36,9 +98,8 @@ def thread_name(text: str) -> str:
             break
         chosen.append(word)
     if len(chosen) < 2:
-        return words[0][:MAX_CHARS]
-    name = " ".join(chosen)
-    return name[0].upper() + name[1:]
+        return title_case([words[0][:MAX_CHARS]])
+    return title_case(chosen)
 
 
 def unique_name(name: str, taken: set[str]) -> str:
