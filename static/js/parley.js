@@ -143,7 +143,7 @@
     if (area.id === "composer-text" && mentionKeys(evt, area)) return;
     if (area.id === "composer-text" && evt.key === "Enter" && !evt.shiftKey && !evt.isComposing) {
       evt.preventDefault();
-      if (area.value.trim()) htmx.trigger(area.form, "submit");
+      if (area.value.trim()) submitComposer(area.form);
       return;
     }
     if (evt.key === "Escape" && !evt.defaultPrevented) escapePressed(evt);
@@ -158,7 +158,19 @@
     const h = Array.prototype.map.call(b, function (x) { return (x + 256).toString(16).slice(1); }).join("");
     return h.slice(0, 8) + "-" + h.slice(8, 12) + "-" + h.slice(12, 16) + "-" + h.slice(16, 20) + "-" + h.slice(20);
   }
-  let composerSent = null, composerTyped = null;
+  let composerSent = null, composerTyped = null, sendAfterSwap = false;
+  // One send at a time: a message sent while the previous one is on its way goes as soon as
+  // the server has answered that one (htmx would drop it).
+  function submitComposer(form) {
+    if (composerSent !== null) { sendAfterSwap = true; return; }
+    htmx.trigger(form, "submit");
+  }
+  document.addEventListener("submit", function (evt) {
+    if (evt.target.id !== "composer" || composerSent === null) return;
+    evt.preventDefault();
+    evt.stopImmediatePropagation();
+    sendAfterSwap = true;
+  }, true);
   document.addEventListener("htmx:beforeRequest", function (evt) {
     const form = evt.detail.elt;
     if (!form || form.id !== "composer") return;
@@ -177,6 +189,7 @@
   });
   function restoreSent(evt) {
     if (!evt.detail.elt || evt.detail.elt.id !== "composer" || composerSent === null) return;
+    sendAfterSwap = false;  // what waited stays in the box, after the text put back
     const area = document.getElementById("composer-text");
     if (area) {
       area.value = composerSent + (area.value ? "\n" + area.value : "");
@@ -201,6 +214,13 @@
         area.focus();
       }
       composerSent = composerTyped = null;
+      const refused = evt.detail.xhr && evt.detail.xhr.status === 422;
+      if (sendAfterSwap && area && !refused && area.value.trim()) {
+        const form = area.form;
+        // Once htmx has settled the new form; a real submit event, as a click on Send makes.
+        setTimeout(function () { if (form.isConnected) form.requestSubmit(); }, 50);
+      }
+      sendAfterSwap = false;
     }
   });
   // ---- Esc: close what is open, otherwise stop every reply of the thread. ----

@@ -99,3 +99,16 @@ def test_thread_names_are_title_case_and_keep_no_paths_or_secrets(chat, fast_dem
     expect(chat.locator("#thread-tree")).to_contain_text("Check prod.env")
     expect(chat.locator("#thread-tree")).not_to_contain_text("secrets")
     expect(chat.locator("#thread-tree")).not_to_contain_text("ghp_")
+
+
+def test_a_second_message_sent_before_the_first_is_answered_is_not_dropped(chat, fast_demo):
+    box = chat.get_by_role("textbox", name="Message", exact=True)
+    box.fill("first of two")
+    box.press("Enter")
+    box.fill("second of two")
+    box.press("Enter")  # the first request may still be on its way
+    users = chat.locator("#transcript article[data-speaker=user]")
+    expect(users).to_have_count(2, timeout=20_000)
+    expect(users.first).to_contain_text("first of two")
+    expect(users.last).to_contain_text("second of two")
+    expect(box).to_have_value("")
