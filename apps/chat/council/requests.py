@@ -70,7 +70,7 @@ def reply_history(*, message: Message) -> list[Message]:
     siblings = (
         message.turn_id is not None
         and message.stage != Stage.AUTO_ROUND
-        and not Turn.objects.filter(pk=message.turn_id, sequential=True).exists()
+        and not message.turn.sequential  # read once per reply, cached on the message
     )
     return [
         entry
@@ -118,7 +118,7 @@ def request_for_reply(
         if summary.covers_id in ids:
             transcript = transcript[ids.index(summary.covers_id) + 1 :]
             summary_text = summary.text
-    turn = Turn.objects.filter(pk=message.turn_id).first() if message.turn_id else None
+    turn = message.turn if message.turn_id else None
     cue = "\n\n".join(
         filter(
             None,

@@ -12,15 +12,20 @@ from apps.providers.models import Credential
 from apps.roles.models import Role
 
 
-class SessionCreateForm(forms.Form):
-    name = forms.CharField(max_length=120, required=False, label="Session name")
-    mcp_servers = forms.ModelMultipleChoiceField(
-        queryset=McpServer.objects.none(),  # the ones this user may use, set per form
+def mcp_servers_field() -> forms.ModelMultipleChoiceField:
+    """The servers a session offers tools from; each form sets the ones its user may use."""
+    return forms.ModelMultipleChoiceField(
+        queryset=McpServer.objects.none(),
         required=False,
         widget=forms.CheckboxSelectMultiple,
         to_field_name="public_id",
         label="MCP servers",
     )
+
+
+class SessionCreateForm(forms.Form):
+    name = forms.CharField(max_length=120, required=False, label="Session name")
+    mcp_servers = mcp_servers_field()
 
     def __init__(self, *args, servers=None, **kwargs):
         super().__init__(*args, **kwargs)
@@ -81,13 +86,7 @@ class SessionSettingsForm(forms.Form):
     ai_mentions = forms.BooleanField(
         required=False, label="A reply that mentions @another_role has that role answer next"
     )
-    mcp_servers = forms.ModelMultipleChoiceField(
-        queryset=McpServer.objects.none(),  # the ones this user may use, set per form
-        required=False,
-        widget=forms.CheckboxSelectMultiple,
-        to_field_name="public_id",
-        label="MCP servers",
-    )
+    mcp_servers = mcp_servers_field()
     tools = forms.MultipleChoiceField(
         required=False, widget=forms.CheckboxSelectMultiple, label="Tools"
     )
