@@ -67,11 +67,8 @@ def reply_history(*, message: Message) -> list[Message]:
     replies see everything before them.
     """
     history = transcript_messages(thread=message.thread, before_seq=message.seq)
-    siblings = (
-        message.turn_id is not None
-        and message.stage != Stage.AUTO_ROUND
-        and not message.turn.sequential  # read once per reply, cached on the message
-    )
+    turn = message.turn  # read once per reply, cached on the message
+    siblings = turn is not None and message.stage != Stage.AUTO_ROUND and not turn.sequential
     return [
         entry
         for entry in history
