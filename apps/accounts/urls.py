@@ -1,6 +1,7 @@
 from django.contrib.auth import views as auth_views
 from django.urls import path
 
+from apps.accounts import views
 from apps.accounts.forms import LoginForm
 
 urlpatterns = [
@@ -14,4 +15,5 @@ urlpatterns = [
         name="login",
     ),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
+    path("personas/new/", views.persona_create, name="persona_create"),
 ]

@@ -147,6 +147,9 @@ class Thread(models.Model):
         max_length=40, blank=True, help_text="Where messages without a mention go (sticky mode)."
     )
     next_seq = models.PositiveIntegerField(default=1)
+    # The last message its owner has seen (threads have one owner): replies settled after it
+    # are unread, and the page marks where they start.
+    seen_seq = models.PositiveIntegerField(default=0)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from decimal import Decimal
 
 from django.conf import settings
-from django.db.models import Avg, Count, IntegerField, Q, QuerySet, Sum
+from django.db.models import Avg, Count, F, IntegerField, Q, QuerySet, Sum
 from django.db.models.fields.json import KT
 from django.db.models.functions import Cast, Coalesce
 
@@ -19,6 +20,7 @@ from apps.chat.models import (
     Thread,
     Turn,
 )
+from apps.providers.pricing import USAGE_KEYS, PriceTable, format_money
 from apps.roles.models import Role
 
 
@@ -146,6 +148,30 @@ def transcript_page(
     )
 
 
+def transcript_after(
+    *, thread: Thread, after: Message, size: int = PAGE_SIZE
+) -> tuple[list[Message], Message | None]:
+    """The thread's own messages just after `after` (a page opened at a search hit loads them
+    as the reader scrolls down), and the cursor for the next ones (None: that was the end)."""
+    rows = list(thread.messages.filter(seq__gt=after.seq).order_by("seq")[: size + 1])
+    shown = rows[:size]
+    return shown, (shown[-1] if len(rows) > size else None)
+
+
+def transcript_page_around(
+    *, thread: Thread, message: Message
+) -> tuple[TranscriptPage | None, Message | None]:
+    """The page with `message` in its middle, and the last message it shows (after which
+    `transcript_after` goes on); the latest page when `message` is near the end."""
+    following = thread.messages.filter(seq__gt=message.seq).order_by("seq")
+    boundary = following[PAGE_SIZE // 2 : PAGE_SIZE // 2 + 1].first()
+    if boundary is not None:
+        page = transcript_page(thread=thread, before=boundary)
+        if page is not None and page.own:
+            return page, page.own[-1]
+    return transcript_page(thread=thread), None
+
+
 def inherited_messages(*, thread: Thread) -> list[Message]:
     """A branch's history from its ancestors, up to and including its fork point."""
     if thread.parent_id is None or thread.forked_from_id is None:
@@ -173,6 +199,17 @@ class UsageSummary:
     avg_ttft_ms: int | None
     truncated: int = 0  # replies that reached the length limit at least once
     cut_off: int = 0  # ... and were still cut off after their continuations
+    cost: Decimal = Decimal(0)  # of the replies whose model has a price
+    cache_saved: Decimal = Decimal(0)
+    unpriced: int = 0  # replies whose model has no price (not in `cost`)
+
+    @property
+    def cost_text(self) -> str:
+        return format_money(self.cost if self.replies > self.unpriced else None)
+
+    @property
+    def cache_saved_text(self) -> str:
+        return format_money(self.cache_saved if self.replies > self.unpriced else None)
 
     @property
     def truncation_share(self) -> float | None:
@@ -190,18 +227,20 @@ class UsageSummary:
         return self.cache_read_tokens / prompt if prompt else None
 
 
+def _tokens(key: str):
+    """The sum of one usage figure over the rows, by the database."""
+    return Coalesce(Sum(Cast(KT(f"usage__{key}"), IntegerField())), 0)
+
+
 def usage_totals(replies: QuerySet[Message]) -> UsageSummary:
     """Token counts and timings summed by the database over finished replies."""
 
-    def tokens(key: str):
-        return Coalesce(Sum(Cast(KT(f"usage__{key}"), IntegerField())), 0)
-
     row = replies.aggregate(
         replies=Count("pk"),
-        input_tokens=tokens("input"),
-        output_tokens=tokens("output"),
-        cache_read_tokens=tokens("cache_read"),
-        cache_write_tokens=tokens("cache_write"),
+        input_tokens=_tokens("input"),
+        output_tokens=_tokens("output"),
+        cache_read_tokens=_tokens("cache_read"),
+        cache_write_tokens=_tokens("cache_write"),
         avg_duration_ms=Avg("duration_ms"),
         avg_ttft_ms=Avg("ttft_ms"),
         truncated=Count("pk", filter=Q(continuations__gt=0) | Q(stop_reason="max_tokens")),
@@ -210,11 +249,27 @@ def usage_totals(replies: QuerySet[Message]) -> UsageSummary:
     for average in ("avg_duration_ms", "avg_ttft_ms"):
         if row[average] is not None:
             row[average] = int(row[average])
-    return UsageSummary(**row)
+    return UsageSummary(**row, **usage_cost(replies))
+
+
+def usage_cost(replies: QuerySet[Message]) -> dict:
+    """The replies' cost by the price table, summed per provider and model by the database."""
+    prices = PriceTable()
+    per_model = replies.values("provider", "model").annotate(
+        count=Count("pk"), **{key: _tokens(key) for key in USAGE_KEYS}
+    )
+    cost, saved, unpriced = Decimal(0), Decimal(0), 0
+    for row in per_model.order_by():
+        priced = prices.cost(row["provider"], row["model"], row)
+        if priced is None:
+            unpriced += row["count"]
+        else:
+            cost, saved = cost + priced.amount, saved + priced.cache_saved
+    return {"cost": cost, "cache_saved": saved, "unpriced": unpriced}
 
 
 def session_usage(*, session: Session) -> UsageSummary:
-    """Token counts and timings over the session's finished replies."""
+    """Token counts, timings and cost over the session's finished replies."""
     return usage_totals(
         Message.objects.filter(thread__session=session, kind="chat", finished_at__isnull=False)
         .exclude(speaker="user")
@@ -222,9 +277,44 @@ def session_usage(*, session: Session) -> UsageSummary:
     )
 
 
+def thread_usage(*, thread: Thread) -> UsageSummary:
+    """The same over one thread's own finished replies (not those it inherits)."""
+    return usage_totals(
+        Message.objects.filter(thread=thread, kind="chat", finished_at__isnull=False)
+        .exclude(speaker="user")
+        .order_by()
+    )
+
+
+def unread_replies(prefix: str = "") -> Count:
+    """Counts the settled replies after the thread's `seen_seq` (`prefix`: the path from the
+    model counted to its threads, e.g. "threads__")."""
+    path = f"{prefix}messages"
+    return Count(  # only replies have a finish time: the person's own messages never count
+        path,
+        filter=Q(
+            **{
+                f"{path}__seq__gt": F(f"{prefix}seen_seq"),
+                f"{path}__finished_at__isnull": False,
+                f"{path}__kind": "chat",
+            }
+        ),
+    )
+
+
+def sessions_with_unread(*, user) -> QuerySet[Session]:
+    """The user's sessions, each with `unread`: replies settled in its threads since seen."""
+    return sessions_for_user(user=user).annotate(unread=unread_replies("threads__"))
+
+
 def thread_tree(*, session: Session) -> list[tuple[Thread, int]]:
-    """The session's threads depth-first (newest first among siblings), with their depth."""
-    threads = list(Thread.objects.filter(session=session).order_by("-updated_at"))
+    """The session's threads depth-first (newest first among siblings), with their depth and
+    `unread` replies."""
+    threads = list(
+        Thread.objects.filter(session=session)
+        .annotate(unread=unread_replies())
+        .order_by("-updated_at")
+    )
     children: dict[int | None, list[Thread]] = {}
     ids = {thread.pk for thread in threads}
     for thread in threads:

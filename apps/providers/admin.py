@@ -1,6 +1,6 @@
 from django.contrib import admin
 
-from apps.providers.models import Credential
+from apps.providers.models import Credential, ModelPrice
 
 
 @admin.register(Credential)
@@ -13,3 +13,26 @@ class CredentialAdmin(admin.ModelAdmin):
     fields = ["owner", "name", "provider", "base_url", "masked_key"]
     readonly_fields = ["masked_key"]
     raw_id_fields = ["owner"]
+
+
+@admin.register(ModelPrice)
+class ModelPriceAdmin(admin.ModelAdmin):
+    """US dollars per million tokens; a name also prices the models it starts."""
+
+    list_display = [
+        "model",
+        "provider",
+        "input_per_mtok",
+        "output_per_mtok",
+        "cache_read_per_mtok",
+        "cache_write_per_mtok",
+        "updated_at",
+    ]
+    list_editable = [
+        "input_per_mtok",
+        "output_per_mtok",
+        "cache_read_per_mtok",
+        "cache_write_per_mtok",
+    ]
+    list_filter = ["provider"]
+    search_fields = ["model"]

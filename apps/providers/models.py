@@ -45,3 +45,30 @@ class Credential(models.Model):
     def api_key(self) -> str:
         """The plaintext key, for the call path to the SDK only."""
         return crypto.decrypt(self.api_key_encrypted) if self.api_key_encrypted else ""
+
+
+class ModelPrice(models.Model):
+    """A model's list price in US dollars per million tokens. `model` also prices the models
+    whose names start with it ("claude-sonnet-5" covers "claude-sonnet-5-20260301"); the
+    longest match wins."""
+
+    provider = models.CharField(max_length=32, choices=ProviderKind.choices)
+    model = models.CharField(max_length=120)
+    input_per_mtok = models.DecimalField("input $/MTok", max_digits=10, decimal_places=4)
+    output_per_mtok = models.DecimalField("output $/MTok", max_digits=10, decimal_places=4)
+    cache_read_per_mtok = models.DecimalField(
+        "cache read $/MTok", max_digits=10, decimal_places=4, default=0
+    )
+    cache_write_per_mtok = models.DecimalField(
+        "cache write $/MTok", max_digits=10, decimal_places=4, default=0
+    )
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["provider", "model"]
+        constraints = [
+            models.UniqueConstraint(fields=["provider", "model"], name="one_price_per_model")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.model} ({self.get_provider_display()})"

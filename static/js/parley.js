@@ -44,6 +44,10 @@
     if (!log) return;
     let afterSeq = 0;
     const pending = [];
+    // Opened at a search hit, the page shows a window of the thread: what is newer than the
+    // page comes through "later messages", not through the socket's catch-up.
+    const chat = document.getElementById("chat");
+    if (windowed() && chat) afterSeq = parseInt(chat.dataset.latestSeq || "0", 10);
     log.querySelectorAll("article.msg").forEach(function (el) {
       afterSeq = Math.max(afterSeq, parseInt(el.dataset.seq || "0", 10));
       if (el.dataset.status === "queued" || el.dataset.status === "streaming") {
@@ -61,10 +65,16 @@
     setTimeout(evt.detail.socketWrapper.reconnect, 250 + Math.random() * 750);
   });
 
+  function windowed() {
+    const later = document.getElementById("later");
+    return Boolean(later && !later.hidden);
+  }
   // The HTTP response and the websocket both announce new bubbles; keep the first copy.
+  // A windowed page leaves new ones to its "later messages" loads (they come in order).
   document.addEventListener("htmx:oobBeforeSwap", function (evt) {
     const target = evt.detail.target;
     if (!target || target.id !== "transcript") return;
+    if (windowed()) { evt.detail.shouldSwap = false; return; }
     evt.detail.fragment.querySelectorAll("article.msg[id]").forEach(function (el) {
       if (document.getElementById(el.id)) el.remove();
     });
@@ -131,10 +141,43 @@
   document.addEventListener("htmx:afterSettle", followIfSticking);
 
   // Composer: Enter sends, Shift+Enter breaks the line, the box grows with its text.
+  // Once the person has dragged the box to a size of their own, it keeps that size.
   function grow(area) {
+    if (area.dataset.userSized) return;
     area.style.height = "auto";
     area.style.height = Math.min(area.scrollHeight, window.innerHeight * 0.4) + "px";
+    area.dataset.autoHeight = area.offsetHeight;
   }
+  let userHeight = null;
+  document.addEventListener("pointerup", function () {
+    const area = document.getElementById("composer-text");
+    if (area && area.dataset.autoHeight && Math.abs(area.offsetHeight - area.dataset.autoHeight) > 2) {
+      area.dataset.userSized = "1";
+      userHeight = area.style.height;
+    }
+  });
+  document.addEventListener("htmx:afterSwap", function (evt) {
+    const area = document.getElementById("composer-text");
+    if (area && userHeight && evt.detail.target && evt.detail.target.id === "composer") {
+      area.dataset.userSized = "1";
+      area.style.height = userHeight;  // the new composer keeps the dragged size
+    }
+  });
+
+  // Stop shows only while something in the thread runs: a reply waiting or streaming, or
+  // queued messages and auto-rounds still to come.
+  function syncStop() {
+    const stop = document.getElementById("stop-button");
+    if (!stop) return;
+    const running = document.querySelector(
+      "#transcript article[data-status=streaming], #transcript article[data-status=queued], #thread-status .queue, #thread-status .round-state"
+    );
+    stop.hidden = !running;
+  }
+  syncStop();
+  document.addEventListener("htmx:afterSettle", syncStop);
+  document.addEventListener("htmx:wsAfterMessage", syncStop);
+  document.addEventListener("htmx:oobAfterSwap", syncStop);
   document.addEventListener("input", function (evt) {
     if (evt.target.id === "composer-text") grow(evt.target);
   });
@@ -214,6 +257,10 @@
         area.focus();
       }
       composerSent = composerTyped = null;
+      if (windowed() && evt.detail.xhr && evt.detail.xhr.status < 300) {
+        location.assign(location.pathname);  // sent from a window: go to the latest messages
+        return;
+      }
       const refused = evt.detail.xhr && evt.detail.xhr.status === 422;
       if (sendAfterSwap && area && !refused && area.value.trim()) {
         const form = area.form;
@@ -253,14 +300,43 @@
     if (area) insertAtCaret(area, "@" + chip.dataset.handle + " ");
   });
 
+  // One list under the composer, two sources: roles after "@", slash commands after a "/"
+  // that starts the message. The message box is its combobox (aria-expanded, active option).
   function mentionCandidates() {
     const picker = document.getElementById("role-picker");
     try { return JSON.parse(picker.dataset.mentions); } catch (e) { return []; }
   }
-  function mentionQuery(area) {
+  function commandCandidates() {
+    const data = document.getElementById("slash-commands");
+    try { return JSON.parse(data.textContent); } catch (e) { return []; }
+  }
+  function suggestionQuery(area) {
     const before = area.value.slice(0, area.selectionStart);
+    const slash = /^\/(\w*)$/.exec(before);
+    if (slash) return { kind: "command", text: slash[1].toLowerCase(), start: 0 };
     const match = /(^|[\s(])@([\w-]*)$/.exec(before);
-    return match ? match[2].toLowerCase() : null;
+    if (!match) return null;
+    return { kind: "mention", text: match[2].toLowerCase(), start: before.length - match[2].length - 1 };
+  }
+  function suggestions(query) {
+    if (query.kind === "command") {
+      return commandCandidates().filter(function (c) { return c.name.indexOf(query.text) === 0; })
+        .map(function (c) {
+          return { id: "command-" + c.name, insert: "/" + c.name + " ", exact: c.name === query.text,
+                   label: c.usage + " — " + c.summary };
+        });
+    }
+    // Handles that start with what was typed come first (`@s` → @sound_designer, not the
+    // first role whose name merely contains an "s"), then matches inside names.
+    const candidates = mentionCandidates();
+    return candidates.filter(function (c) { return c.handle.indexOf(query.text) === 0; })
+      .concat(candidates.filter(function (c) {
+        return c.handle.indexOf(query.text) !== 0 && c.name.toLowerCase().indexOf(query.text) !== -1;
+      }))
+      .map(function (c) {
+        return { id: "mention-" + c.handle, insert: "@" + c.handle + " ", exact: c.handle === query.text,
+                 label: c.icon + " @" + c.handle + " — " + c.name + (c.muted ? " (muted)" : "") };
+      });
   }
   let mentionIndex = 0;
   function mentionList() { return document.getElementById("mention-list"); }
@@ -268,43 +344,43 @@
     const list = mentionList();
     if (list) { list.hidden = true; list.innerHTML = ""; }
     const area = document.getElementById("composer-text");
-    if (area) area.removeAttribute("aria-activedescendant");
+    if (area) {
+      area.removeAttribute("aria-activedescendant");
+      area.setAttribute("aria-expanded", "false");
+    }
   }
   function renderMentions(area) {
     const list = mentionList();
     if (!list) return;
-    const query = mentionQuery(area);
+    const query = suggestionQuery(area);
     if (query === null) { closeMentions(); return; }
-    // Handles that start with what was typed come first (`@s` → @sound_designer, not the
-    // first role whose name merely contains an "s"), then matches inside names.
-    const candidates = mentionCandidates();
-    const found = candidates.filter(function (c) { return c.handle.indexOf(query) === 0; })
-      .concat(candidates.filter(function (c) {
-        return c.handle.indexOf(query) !== 0 && c.name.toLowerCase().indexOf(query) !== -1;
-      }));
-    // Nothing to offer, or the handle is already complete: Enter should send.
-    if (!found.length || (found.length === 1 && found[0].handle === query)) { closeMentions(); return; }
+    const found = suggestions(query);
+    // Nothing to offer, or the word is already complete: Enter should send.
+    if (!found.length || (found.length === 1 && found[0].exact)) { closeMentions(); return; }
     mentionIndex = Math.min(mentionIndex, found.length - 1);
     list.innerHTML = "";
+    list.setAttribute("aria-label", query.kind === "command" ? "Slash commands" : "Roles to mention");
     found.forEach(function (c, i) {
       const item = document.createElement("li");
-      item.id = "mention-" + c.handle;
+      item.id = c.id;
       item.setAttribute("role", "option");
-      item.dataset.handle = c.handle;
+      item.dataset.insert = c.insert;
       item.setAttribute("aria-selected", i === mentionIndex ? "true" : "false");
-      item.textContent = c.icon + " @" + c.handle + " — " + c.name + (c.muted ? " (muted)" : "");
+      item.textContent = c.label;
       list.appendChild(item);
     });
     list.hidden = false;
-    area.setAttribute("aria-activedescendant", "mention-" + found[mentionIndex].handle);
+    area.setAttribute("aria-expanded", "true");
+    area.setAttribute("aria-activedescendant", found[mentionIndex].id);
+    const active = document.getElementById(found[mentionIndex].id);
+    if (active && active.scrollIntoView) active.scrollIntoView({ block: "nearest" });
   }
-  function pickMention(area, handle) {
-    const before = area.value.slice(0, area.selectionStart);
-    const start = before.lastIndexOf("@");
-    area.setSelectionRange(start, area.selectionStart);
-    area.value = area.value.slice(0, start) + area.value.slice(area.selectionEnd);
+  function pickMention(area, insert) {
+    const query = suggestionQuery(area);
+    const start = query ? query.start : area.selectionStart;
+    area.value = area.value.slice(0, start) + area.value.slice(area.selectionStart);
     area.setSelectionRange(start, start);
-    insertAtCaret(area, "@" + handle + " ");
+    insertAtCaret(area, insert);
     closeMentions();
   }
   function mentionKeys(evt, area) {
@@ -319,7 +395,7 @@
     }
     if (evt.key === "Enter" || evt.key === "Tab") {
       evt.preventDefault();
-      pickMention(area, items[mentionIndex].dataset.handle);
+      pickMention(area, items[mentionIndex].dataset.insert);
       return true;
     }
     if (evt.key === "Escape") { evt.preventDefault(); closeMentions(); return true; }
@@ -332,7 +408,7 @@
     const option = evt.target.closest("#mention-list [role=option]");
     if (!option) return;
     evt.preventDefault();
-    pickMention(document.getElementById("composer-text"), option.dataset.handle);
+    pickMention(document.getElementById("composer-text"), option.dataset.insert);
   });
   document.addEventListener("focusout", function (evt) {
     // Close after a moment (a click on an option lands first), unless focus came back.
@@ -412,6 +488,13 @@
     const closer = evt.target.closest("[data-closes]");
     if (closer) document.getElementById(closer.dataset.closes).close();
   });
+  // Saved while replies stream: the dialog asks how to apply; that question gets the focus
+  // (and so comes into view), on its gentler answer.
+  document.addEventListener("htmx:afterSettle", function (evt) {
+    if (!evt.detail.target || evt.detail.target.id !== "settings-dialog-body") return;
+    const next = evt.detail.target.querySelector(".apply-choice button[value=next]");
+    if (next) next.focus();
+  });
   document.addEventListener("parley:settings-saved", function () {
     setTimeout(function () {
       const dialog = document.getElementById("settings-dialog");
@@ -441,6 +524,15 @@
   });
 
   function openAtLatest() {
+    // Opened from a search hit: that message, highlighted, in the middle of the screen.
+    const at = new URLSearchParams(location.search).get("at");
+    const hit = at && document.getElementById("msg-" + at);
+    if (hit) {
+      stickToBottom = false;
+      hit.classList.add("msg--found");
+      hit.scrollIntoView({ block: "center" });
+      return;
+    }
     stickToBottom = true;
     followIfSticking();
     const area = document.getElementById("composer-text");
@@ -454,6 +546,7 @@
 
   // The thread's sticky role, pushed with the thread's status: the addressing line and the
   // role chips follow it (the session-wide pushes do not know which thread a tab shows).
+  const STICKY_NOTE = ", sticky: messages without a mention go here";
   function syncSticky() {
     const status = document.getElementById("thread-status");
     if (!status) return;
@@ -461,6 +554,7 @@
     document.querySelectorAll(".role-picker .chip[data-handle]").forEach(function (chip) {
       const on = chip.dataset.handle === sticky;
       chip.classList.toggle("chip--sticky", on);
+      chip.setAttribute("aria-label", chip.dataset.name + (on ? STICKY_NOTE : ""));
     });
     document.querySelectorAll(".sticky-name").forEach(function (name) {
       name.textContent = sticky ? "@" + sticky : name.dataset.default;
@@ -503,6 +597,399 @@
       menu.querySelector(".menu-items").innerHTML = html;
       menu.open = true;
       htmx.process(menu);
+    });
+  });
+})();
+
+// ---- Session set-up (create dialog and Session settings): provider filter, personas,
+// memory editor, role packs. Delegated, so the settings form loaded by htmx works too. ----
+(function () {
+  "use strict";
+
+  // The provider narrows the credential list; a hidden choice gives way to the first shown
+  // one, and the model list reloads for it.
+  document.addEventListener("change", function (evt) {
+    const filter = evt.target.closest("select[data-filters]");
+    if (!filter) return;
+    const select = document.getElementById(filter.dataset.filters);
+    if (!select) return;
+    let firstShown = null;
+    Array.prototype.forEach.call(select.options, function (option) {
+      const shown = !filter.value || option.dataset.provider === filter.value;
+      option.hidden = option.disabled = !shown;
+      if (shown && !firstShown) firstShown = option;
+    });
+    const current = select.options[select.selectedIndex];
+    if ((!current || current.hidden) && firstShown) {
+      firstShown.selected = true;
+      select.dispatchEvent(new Event("change", { bubbles: true }));
+    }
+  });
+
+  // Picking a saved persona copies its text into this session's persona.
+  function copyPersona(picker) {
+    const target = document.getElementById(picker.dataset.personaTarget);
+    const option = picker.options[picker.selectedIndex];
+    if (target && option && option.value) target.value = option.dataset.text || "";
+  }
+  document.addEventListener("change", function (evt) {
+    if (evt.target.matches && evt.target.matches("select[data-persona-target]")) copyPersona(evt.target);
+  });
+  document.addEventListener("click", function (evt) {
+    const add = evt.target.closest("[data-persona-add]");
+    if (!add) return;
+    const dialog = document.getElementById("persona-dialog");
+    const form = dialog.querySelector("form");
+    form.reset();
+    form.querySelector("input[name=picker]").value = add.dataset.personaAdd;
+    dialog.querySelectorAll(".form-error").forEach(function (el) { el.remove(); });
+    dialog.showModal();
+    dialog.querySelector("#persona-name").focus();
+  });
+  document.body.addEventListener("parley:persona-saved", function (evt) {
+    const picker = document.getElementById(evt.detail.picker);
+    if (picker) { copyPersona(picker); picker.focus(); }
+    document.getElementById("persona-dialog").close();
+  });
+
+  // The memory editor: Plain and Advanced (JSON) views of one text; Done checks the JSON.
+  const dialog = document.getElementById("memory-dialog");
+  if (dialog) {
+    const plain = document.getElementById("memory-plain-text");
+    const json = document.getElementById("memory-json-text");
+    const state = document.getElementById("memory-json-state");
+    const hint = state.textContent;
+    let field = null;
+    const asDocument = function (text) {
+      try {
+        const value = JSON.parse(text);
+        if (value && typeof value === "object") return value;
+      } catch (e) { /* plain text */ }
+      return null;
+    };
+    const jsonError = function (text) {
+      if (!text.trim()) return "";
+      try {
+        const value = JSON.parse(text);
+        return value && typeof value === "object" ? "" : "The memory in JSON is an object { … } or a list [ … ].";
+      } catch (e) { return "Not valid JSON yet: " + e.message; }
+    };
+    const showView = function (name) {
+      dialog.querySelectorAll("[role=tab]").forEach(function (tab) {
+        const on = tab.getAttribute("aria-controls") === "memory-" + name;
+        tab.setAttribute("aria-selected", String(on));
+        tab.tabIndex = on ? 0 : -1;
+        document.getElementById(tab.getAttribute("aria-controls")).hidden = !on;
+      });
+    };
+    const current = function () { return document.getElementById("memory-json").hidden ? "text" : "json"; };
+    const switchTo = function (name) {
+      if (name === current()) return;
+      if (name === "json") {
+        // Plain notes become a JSON object with one note per line; JSON stays as it is.
+        const text = plain.value.trim();
+        const doc = asDocument(text);
+        const notes = text ? text.split("\n").map(function (l) { return l.trim(); }).filter(Boolean) : [];
+        json.value = doc ? JSON.stringify(doc, null, 2) : (text ? JSON.stringify({ notes: notes }, null, 2) : "");
+        state.textContent = hint;
+      } else {
+        plain.value = json.value;
+      }
+      showView(name);
+    };
+    dialog.addEventListener("click", function (evt) {
+      const tab = evt.target.closest("[role=tab]");
+      if (tab) switchTo(tab.getAttribute("aria-controls").replace("memory-", "") === "plain" ? "text" : "json");
+    });
+    dialog.addEventListener("keydown", function (evt) {
+      const tab = evt.target.closest("[role=tab]");
+      if (!tab || (evt.key !== "ArrowLeft" && evt.key !== "ArrowRight")) return;
+      evt.preventDefault();
+      switchTo(current() === "text" ? "json" : "text");
+      dialog.querySelector("[role=tab][aria-selected=true]").focus();
+    });
+    json.addEventListener("input", function () {
+      state.textContent = jsonError(json.value) || "Valid JSON.";
+    });
+    document.addEventListener("click", function (evt) {
+      const opener = evt.target.closest("[data-memory-edit]");
+      if (!opener) return;
+      field = document.getElementById(opener.dataset.memoryEdit);
+      const format = document.getElementById(field.id + "-format");
+      plain.value = json.value = field.value;
+      state.textContent = hint;
+      showView(format && format.value === "json" ? "json" : "plain");
+      dialog.showModal();
+      (current() === "json" ? json : plain).focus();
+    });
+    document.getElementById("memory-done").addEventListener("click", function () {
+      if (!field) return;
+      const format = current();
+      const value = format === "json" ? json.value : plain.value;
+      const problem = format === "json" ? jsonError(value) : "";
+      if (problem) {
+        state.textContent = problem;
+        state.setAttribute("role", "alert");
+        json.focus();
+        return;
+      }
+      state.removeAttribute("role");
+      field.value = format === "json" && value.trim() ? JSON.stringify(JSON.parse(value), null, 2) : value;
+      document.getElementById(field.id + "-format").value = format;
+      const preview = document.getElementById(field.id + "-preview");
+      if (preview) preview.textContent = field.value.trim() || preview.dataset.empty;
+      dialog.close();
+    });
+  }
+
+  // A role pack ticks exactly its roles.
+  document.addEventListener("change", function (evt) {
+    const pack = evt.target.closest("select[data-role-pack]");
+    if (!pack || !pack.value) return;
+    document.querySelectorAll("#" + pack.dataset.rolePack + " input[type=checkbox]").forEach(function (box) {
+      box.checked = box.dataset.pack === pack.value;
+    });
+  });
+
+  // A form sent without a script came back with errors: show it again, open.
+  document.querySelectorAll("dialog[data-open-on-load]").forEach(function (d) { d.showModal(); });
+})();
+
+// ---- Small screens, screen readers and the keyboard. ----
+(function () {
+  "use strict";
+  const narrow = window.matchMedia("(max-width: 720px)");
+
+  // The role picker folds away (closed by default on a phone); the choice is remembered.
+  const drawer = document.getElementById("role-drawer");
+  if (drawer) {
+    const saved = localStorage.getItem("parley.roles-open");
+    drawer.open = saved === null ? !narrow.matches : saved === "1";
+    drawer.addEventListener("toggle", function () {
+      localStorage.setItem("parley.roles-open", drawer.open ? "1" : "0");
+    });
+  }
+
+  // The threads sidebar is a drawer on a phone: the Threads button opens it, Esc, a thread
+  // link or a tap outside closes it.
+  const sidebar = document.getElementById("sidebar");
+  const opener = document.getElementById("threads-toggle");
+  function setDrawer(open) {
+    if (!sidebar || !opener) return;
+    sidebar.classList.toggle("sidebar--open", open);
+    opener.setAttribute("aria-expanded", String(open));
+    if (open) {
+      const current = sidebar.querySelector("[aria-current=page]") || sidebar.querySelector("a, button");
+      if (current) current.focus();
+    }
+  }
+  if (opener) {
+    opener.addEventListener("click", function () { setDrawer(!sidebar.classList.contains("sidebar--open")); });
+    document.getElementById("threads-close").addEventListener("click", function () {
+      setDrawer(false);
+      opener.focus();
+    });
+    document.addEventListener("click", function (evt) {
+      if (!sidebar.classList.contains("sidebar--open")) return;
+      if (!sidebar.contains(evt.target) && !opener.contains(evt.target)) setDrawer(false);
+    });
+    document.addEventListener("keydown", function (evt) {
+      if (evt.key === "Escape" && sidebar.classList.contains("sidebar--open")) {
+        evt.preventDefault();
+        setDrawer(false);
+        opener.focus();
+      }
+    }, true);
+  }
+
+  // Screen readers hear a reply start and settle, not every streamed word: the transcript
+  // is not a live region; a status line announces changes of a reply's state.
+  const announcer = document.getElementById("announcer");
+  const known = new Map();
+  function scanReplies(announce) {
+    document.querySelectorAll("#transcript article.msg--role, #transcript article.msg[data-status]").forEach(function (el) {
+      if (el.dataset.speaker === "user" || !el.dataset.speaker) return;
+      const before = known.get(el.id);
+      const now = el.dataset.status;
+      known.set(el.id, now);
+      if (!announce || before === now) return;
+      const who = el.querySelector(".speaker");
+      const name = who ? who.textContent.trim() : "A role";
+      let line = "";
+      if (now === "streaming" && before !== "streaming") line = name + " is replying.";
+      else if (now === "done" && before) line = name + " has replied.";
+      else if (now === "error") line = name + "'s reply failed.";
+      else if (now === "interrupted" && before) line = name + " was stopped.";
+      if (line && announcer) {
+        announcer.textContent = "";
+        setTimeout(function () { announcer.textContent = line; }, 30);
+      }
+      if (before && before !== now && (now === "done" || now === "error" || now === "interrupted")) {
+        settled.push(name);
+      }
+    });
+    // Every reply of the turn has settled: say so to whoever listens (notifications).
+    if (settled.length && !document.querySelector(
+      "#transcript article[data-status=streaming], #transcript article[data-status=queued]")) {
+      document.dispatchEvent(new CustomEvent("parley:turn-settled", { detail: { names: settled.slice() } }));
+      settled.length = 0;
+    }
+  }
+  const settled = [];
+  if (announcer) {
+    scanReplies(false);
+    document.addEventListener("htmx:wsAfterMessage", function () { scanReplies(true); });
+    document.addEventListener("htmx:afterSettle", function () { scanReplies(true); });
+  }
+
+  // Shortcuts, outside text fields: g n new chat, g s session settings, / the message box,
+  // ? the list of shortcuts.
+  function typing(target) {
+    return target.closest && target.closest("input, textarea, select, [contenteditable=true]");
+  }
+  let pendingG = 0;
+  document.addEventListener("keydown", function (evt) {
+    if (evt.ctrlKey || evt.metaKey || evt.altKey || evt.isComposing || typing(evt.target)) return;
+    if (document.querySelector("dialog[open]:not(#shortcuts-dialog)")) return;
+    const now = Date.now();
+    if (pendingG && now - pendingG < 1200) {
+      pendingG = 0;
+      const target = evt.key === "n" ? document.getElementById("new-chat")
+        : evt.key === "s" ? document.getElementById("settings-open") : null;
+      if (target) { evt.preventDefault(); target.click(); }
+      return;
+    }
+    if (evt.key === "g") { pendingG = now; return; }
+    if (evt.key === "/") {
+      const area = document.getElementById("composer-text");
+      if (area) { evt.preventDefault(); area.focus(); }
+    } else if (evt.key === "?") {
+      const help = document.getElementById("shortcuts-dialog");
+      if (help) { evt.preventDefault(); help.open ? help.close() : help.showModal(); }
+    }
+  });
+})();
+
+// ---- Times: "3 min ago" beside each message, the exact local time on hover. ----
+(function () {
+  "use strict";
+  const exact = new Intl.DateTimeFormat(undefined, { dateStyle: "medium", timeStyle: "medium" });
+  const clock = new Intl.DateTimeFormat(undefined, { hour: "2-digit", minute: "2-digit" });
+  const day = new Intl.DateTimeFormat(undefined, { month: "short", day: "numeric" });
+  function relative(when, now) {
+    const seconds = Math.max(0, (now - when) / 1000);
+    if (seconds < 45) return "just now";
+    if (seconds < 3600) return Math.round(seconds / 60) + " min ago";
+    if (seconds < 6 * 3600) return Math.round(seconds / 3600) + " h ago";
+    const sameDay = new Date(now).toDateString() === when.toDateString();
+    return (sameDay ? "" : day.format(when) + ", ") + clock.format(when);
+  }
+  // All of them every 30 s; after a swap, only the new ones (a stream pushes many frames).
+  function refreshTimes(onlyNew) {
+    const now = Date.now();
+    const selector = onlyNew ? "time.msg-time:not([data-local])" : "time.msg-time[datetime]";
+    document.querySelectorAll(selector).forEach(function (el) {
+      const when = new Date(el.getAttribute("datetime"));
+      if (isNaN(when)) return;
+      el.textContent = relative(when, now);
+      el.title = exact.format(when);
+      el.dataset.local = "1";
+    });
+  }
+  refreshTimes(false);
+  document.addEventListener("htmx:afterSettle", function () { refreshTimes(true); });
+  document.addEventListener("htmx:wsAfterMessage", function () { refreshTimes(true); });
+  setInterval(function () { refreshTimes(false); }, 30000);
+})();
+
+// ---- Copy: a code block's text, or a message's Markdown source (fetched: a reply's source
+// is not in the page). The button says "Copied" for a moment, and so does the status line. ----
+(function () {
+  "use strict";
+  function confirm(button, ok) {
+    const label = button.textContent;
+    button.textContent = ok ? "Copied" : "Copy failed";
+    button.classList.add("copied");
+    const announcer = document.getElementById("announcer");
+    if (announcer) announcer.textContent = ok ? "Copied to the clipboard." : "Could not copy.";
+    setTimeout(function () { button.textContent = label; button.classList.remove("copied"); }, 1500);
+  }
+  document.addEventListener("click", function (evt) {
+    const code = evt.target.closest("button.copy-code");
+    if (code) {
+      const block = code.parentElement.querySelector("pre");
+      navigator.clipboard.writeText(block ? block.innerText.replace(/\n$/, "") : "")
+        .then(function () { confirm(code, true); }, function () { confirm(code, false); });
+      return;
+    }
+    const message = evt.target.closest("button.copy-message[data-source]");
+    if (!message) return;
+    // The text is fetched inside the click's clipboard write (a promise in the item keeps the
+    // user's gesture valid while the request runs).
+    const text = fetch(message.dataset.source, { credentials: "same-origin" }).then(function (r) {
+      if (!r.ok) throw new Error(r.status);
+      return r.blob();
+    }).then(function (blob) { return new Blob([blob], { type: "text/plain" }); });
+    navigator.clipboard.write([new ClipboardItem({ "text/plain": text })])
+      .then(function () { confirm(message, true); }, function () { confirm(message, false); });
+  });
+})();
+
+// ---- While you were away: what is new since the thread was last seen, marks of what has
+// been seen, and a browser notification when a turn finishes in a hidden tab. ----
+(function () {
+  "use strict";
+  const chat = document.getElementById("chat");
+  if (!chat) return;
+  // The divider goes before the first reply that settled after the last visit (the person's
+  // own messages were seen as they were sent), unless nothing comes before it.
+  const seenBefore = parseInt(chat.dataset.seenSeq || "0", 10);
+  const first = Array.prototype.find.call(
+    document.querySelectorAll("#transcript article.msg"),
+    function (el) { return parseInt(el.dataset.seq || "0", 10) > seenBefore && el.dataset.speaker !== "user"; });
+  if (first && (seenBefore > 0 || first.previousElementSibling)) {
+    const divider = document.createElement("div");
+    divider.className = "new-divider";
+    divider.setAttribute("role", "separator");
+    divider.textContent = "New since you left";
+    first.before(divider);
+  }
+  // The tab is looked at: everything it shows has been seen.
+  let timer = null;
+  function markSeen() {
+    if (document.hidden) return;
+    clearTimeout(timer);
+    timer = setTimeout(function () {
+      let seq = 0;
+      document.querySelectorAll("#transcript article.msg").forEach(function (el) {
+        seq = Math.max(seq, parseInt(el.dataset.seq || "0", 10));
+      });
+      const token = document.querySelector("input[name=csrfmiddlewaretoken]");
+      const data = new FormData();
+      data.append("seq", String(seq));
+      fetch(chat.dataset.seenUrl, { method: "POST", body: data, credentials: "same-origin",
+        headers: { "X-CSRFToken": token ? token.value : "" } });
+    }, 800);
+  }
+  document.addEventListener("parley:turn-settled", markSeen);
+  document.addEventListener("visibilitychange", markSeen);
+
+  // Notifications: asked for only from the button, never on page load.
+  const button = document.getElementById("notify-toggle");
+  function showButton() {
+    if (!button || !("Notification" in window)) return;
+    button.hidden = Notification.permission !== "default";
+  }
+  showButton();
+  if (button) button.addEventListener("click", function () {
+    Notification.requestPermission().then(showButton);
+  });
+  document.addEventListener("parley:turn-settled", function (evt) {
+    if (!document.hidden || !("Notification" in window) || Notification.permission !== "granted") return;
+    const title = document.querySelector(".chat-title");
+    const names = evt.detail.names.filter(function (n, i, all) { return all.indexOf(n) === i; });
+    new Notification(names.join(", ") + (names.length > 1 ? " have" : " has") + " replied", {
+      body: title ? title.textContent.trim() : "", tag: chat.dataset.thread,
     });
   });
 })();

@@ -39,7 +39,7 @@ def off_the_event_loop(function) -> None:
 
 
 def send(page, text: str) -> None:
-    box = page.get_by_role("textbox", name="Message", exact=True)
+    box = page.get_by_role("combobox", name="Message", exact=True)
     box.fill(text)
     box.press("Enter")
     expect(box).to_have_value("")
@@ -95,7 +95,7 @@ def test_mute_then_all_skips_the_muted_role(chat, fast_demo):
 def test_escape_stops_a_fan_out(chat, slow_demo):
     send(chat, "@all take your time")
     expect(bubble(chat, "visual_architect")).to_contain_text("Demo reply", timeout=10_000)
-    chat.get_by_role("textbox", name="Message", exact=True).press("Escape")
+    chat.get_by_role("combobox", name="Message", exact=True).press("Escape")
     for speaker in ("assistant", "editorial_architect", "visual_architect", "director"):
         expect(bubble(chat, speaker)).to_have_attribute("data-status", "interrupted", timeout=5_000)
     assert not Message.objects.filter(status__in=["queued", "streaming"]).exists()
@@ -113,7 +113,7 @@ def test_branch_from_here_shows_the_history_up_to_that_message(chat, fast_demo):
     first_reply.get_by_role("button", name="Branch from here").click()
     expect(chat).not_to_have_url(re.compile(str(chat.session.active_thread.public_id)))
     current = chat.locator(".thread-tree a[aria-current=page]")
-    expect(current).to_contain_text("· branch")
+    expect(current).to_contain_text("Branch 1 · ")
     history = chat.get_by_role("region", name="History from the parent thread")
     expect(history.locator("article")).to_have_count(2)
     expect(history).to_contain_text("First question")
@@ -142,7 +142,7 @@ def test_inline_rename_enter_saves_and_escape_cancels(chat, fast_demo):
 
 
 def test_role_chips_and_mention_autocomplete(chat, fast_demo):
-    box = chat.get_by_role("textbox", name="Message", exact=True)
+    box = chat.get_by_role("combobox", name="Message", exact=True)
     chat.get_by_role("group", name="Roles").get_by_role("button", name="@visual_architect").click()
     expect(box).to_have_value("@visual_architect ")
     expect(box).to_be_focused()
@@ -304,17 +304,32 @@ def test_screenshots_in_light_and_dark(chat, fast_demo):
     field.fill("Harbour at dawn")
     field.press("Enter")
     expect(chat.locator(".chat-title")).to_contain_text("Harbour at dawn")
-    box = chat.get_by_role("textbox", name="Message", exact=True)
+    box = chat.get_by_role("combobox", name="Message", exact=True)
     box.fill("")
     box.press_sequentially("What should we hear, @sou")
     chat.evaluate("window.scrollTo(0, 0)")
     expect(chat.get_by_role("listbox", name="Roles to mention")).to_be_visible()
+    for scheme in ("light", "dark"):
+        chat.emulate_media(color_scheme=scheme)
+        chat.screenshot(path=str(target / f"chat-desktop-{scheme}.png"))
+    box.fill("")
+    chat.set_viewport_size({"width": 390, "height": 844})
+    chat.evaluate("window.scrollTo(0, document.scrollingElement.scrollHeight)")
+    for scheme in ("light", "dark"):
+        chat.emulate_media(color_scheme=scheme)
+        chat.screenshot(path=str(target / f"chat-phone-{scheme}.png"))
+    chat.get_by_role("button", name="Threads").click()
+    expect(chat.get_by_role("navigation", name="Threads of this session")).to_be_in_viewport()
+    chat.wait_for_timeout(300)  # the drawer's slide
+    chat.screenshot(path=str(target / "threads-phone-dark.png"))
+    chat.goto("/")
+    chat.set_viewport_size({"width": 1280, "height": 900})
     chat.emulate_media(color_scheme="light")
-    chat.screenshot(path=str(target / "chat-light.png"))
-    chat.emulate_media(color_scheme="dark")
-    chat.set_viewport_size({"width": 420, "height": 860})
-    chat.screenshot(path=str(target / "chat-dark.png"))
-    assert (target / "chat-light.png").stat().st_size > 10_000
+    chat.get_by_role("button", name="New session").click()
+    expect(chat.get_by_role("dialog", name="New session")).to_be_visible()
+    chat.screenshot(path=str(target / "new-session-light.png"))
+    for name in ("chat-desktop-light", "chat-phone-dark", "new-session-light"):
+        assert (target / f"{name}.png").stat().st_size > 10_000
 
 
 def test_a_routing_suggestion_prefills_the_composer(
@@ -335,7 +350,7 @@ def test_a_routing_suggestion_prefills_the_composer(
     wait_done(reply)
     expect(reply.get_by_role("list", name="Tools used")).to_contain_text("suggest_route")
     reply.get_by_role("button", name="Ask @sound_designer").click()
-    box = page.get_by_role("textbox", name="Message", exact=True)
+    box = page.get_by_role("combobox", name="Message", exact=True)
     expect(box).to_have_value("@sound_designer What does the harbour sound like? ")
     expect(box).to_be_focused()
 
@@ -357,30 +372,31 @@ def test_regenerate_export_clear_and_new_chat(chat, fast_demo):
     assert "## You" in text and "Outline the harbour sequence" in text
 
     chat.once("dialog", lambda dialog: dialog.dismiss())
-    chat.get_by_role("button", name="Clear chat").click()
+    chat.get_by_label("More chat actions").click()
+    chat.get_by_role("button", name="Clear chat…").click()
     expect(chat.locator("#transcript article")).to_have_count(2)
     chat.once("dialog", lambda dialog: dialog.accept())
-    chat.get_by_role("button", name="Clear chat").click()
+    chat.get_by_role("button", name="Clear chat…").click()
     expect(chat.locator("#transcript article")).to_have_count(0)
     assert not Message.objects.filter(thread=chat.session.active_thread).exists()
 
     old_url = chat.url
     chat.get_by_role("button", name="New chat").click()
     expect(chat).not_to_have_url(old_url)
-    expect(chat.get_by_role("textbox", name="Message", exact=True)).to_be_focused()
+    expect(chat.get_by_role("combobox", name="Message", exact=True)).to_be_focused()
     expect(chat.locator(".thread-tree li")).to_have_count(2)
 
 
 def test_the_keyboard_reaches_every_control(chat, fast_demo):
-    box = chat.get_by_role("textbox", name="Message", exact=True)
+    box = chat.get_by_role("combobox", name="Message", exact=True)
     box.focus()
     box.press("Tab")
     expect(chat.get_by_role("button", name="Send")).to_be_focused()
-    chat.keyboard.press("Tab")
-    expect(chat.get_by_role("button", name="Stop")).to_be_focused()
+    expect(chat.get_by_role("button", name="Stop")).to_be_hidden()  # nothing runs
     chat.get_by_role("button", name="New chat").focus()
     chat.keyboard.press("Tab")
-    expect(chat.locator(".thread-tree a").first).to_be_focused()
+    expect(chat.get_by_label("More chat actions")).to_be_focused()
+    chat.locator(".thread-tree a").first.focus()
     chat.keyboard.press("Tab")
     rename = chat.get_by_role("button", name="Rename").first
     expect(rename).to_be_focused()
@@ -461,9 +477,9 @@ def test_a_message_sent_while_replies_stream_is_queued_then_answered_and_send_no
 
 
 def test_the_mention_list_ranks_handles_that_start_with_what_was_typed_first(chat):
-    box = chat.get_by_role("textbox", name="Message", exact=True)
+    box = chat.get_by_role("combobox", name="Message", exact=True)
     box.press_sequentially("@s")
     options = chat.locator("#mention-list [role=option]")
-    expect(options.first).to_have_attribute("data-handle", "sound_designer")
+    expect(options.first).to_have_attribute("id", "mention-sound_designer")
     box.press("Enter")  # picks the preselected one
     expect(box).to_have_value("@sound_designer ")

@@ -29,7 +29,8 @@ def reply_bubble(page):
 def test_log_in_send_a_message_and_watch_the_reply_stream_in(page, alice, roles, slow_demo):
     log_in(page)
     page.get_by_role("button", name="New session").click()
-    box = page.get_by_role("textbox", name="Message")
+    page.get_by_role("dialog").get_by_role("button", name="Create session").click()
+    box = page.get_by_role("combobox", name="Message")
     box.fill("Hello council, <b>bold</b> is text here")
     box.press("Enter")
 
@@ -47,7 +48,7 @@ def test_reload_during_streaming_continues_to_the_same_final_text(page, alice, r
     session = session_create(owner=alice, name="Reload test")
     log_in(page)
     page.goto(f"/t/{session.active_thread.public_id}/")
-    page.get_by_role("textbox", name="Message").fill("Tell me how reloading works")
+    page.get_by_role("combobox", name="Message").fill("Tell me how reloading works")
     page.get_by_role("button", name="Send").click()
 
     bubble = reply_bubble(page)

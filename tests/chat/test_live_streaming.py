@@ -261,8 +261,13 @@ async def test_every_tab_on_the_session_sees_mutes_sticky_role_and_renames(
 
     # A rename shows in the sidebar of the tab on the other thread (which has no such title).
     await database_sync_to_async(thread_rename)(thread=alice_thread, label="Harbour <b>at</b> dawn")
+    # (The reply named the thread first: "what do you see?" gave no name of its own.)
     label_id = f'id="thread-label-{alice_thread.public_id}"'
-    await read_until(alice_socket, alice_tab, lambda: label_id in alice_tab.frames[-1])
+    await read_until(
+        alice_socket,
+        alice_tab,
+        lambda: label_id in alice_tab.frames[-1] and "Harbour &lt;b&gt;" in alice_tab.frames[-1],
+    )
     assert "Harbour &lt;b&gt;at&lt;/b&gt; dawn" in alice_tab.frames[-1]
     assert f"thread-title-{alice_thread.public_id}" not in "".join(alice_tab.frames)
 

@@ -8,7 +8,7 @@ from apps.chat.council.lifecycle import session_apply_settings, thread_clear
 from apps.chat.council.posting import message_edit, message_post
 from apps.chat.models import Message, MessageStatus, Thread
 from apps.chat.records.naming import thread_name, unique_name
-from apps.chat.records.threads import thread_branch, thread_create
+from apps.chat.records.threads import thread_branch, thread_create, thread_rename
 from apps.chat.selectors import PAGE_SIZE, session_usage, thread_tree, transcript_messages
 from apps.chat.web.forms import SessionSettingsForm
 from apps.providers.selectors import credentials_for_user
@@ -215,3 +215,31 @@ def test_the_thread_page_does_not_query_per_message(alice_thread, django_assert_
     html = response.content.decode()
     assert html.count("<article") == PAGE_SIZE < 25 * 7
     assert 'id="earlier"' in html
+
+
+def test_branches_are_numbered_first_so_a_narrow_sidebar_tells_them_apart(alice_thread):
+    from apps.chat.records.naming import branch_name
+
+    thread_rename(thread=alice_thread, label="Harbour Scene Open at Dawn with Boats")
+    first = say(alice_thread, "one")
+    one = thread_branch(thread=alice_thread, message=first.user_message)
+    two = thread_branch(thread=alice_thread, message=first.user_message)
+    assert one.label == "Branch 1 · Harbour Scene Open at Dawn with Boats"
+    assert two.label == "Branch 2 · Harbour Scene Open at Dawn with Boats"
+    # A branch of a branch counts on from the root's name, never "Branch 1 · Branch 1 · …".
+    assert thread_branch(thread=one, message=None).label.startswith("Branch 3 · Harbour")
+    assert len(branch_name("x" * 80, set())) <= 60
+
+
+def test_a_thread_its_messages_cannot_name_is_named_from_its_first_reply(alice_thread):
+    from apps.chat.council.orchestration import queue_next
+
+    posted = say(alice_thread, "hi")
+    Message.objects.filter(pk=posted.replies[0].pk).update(
+        content=[{"type": "text", "text": "Hello! Shall we plan the lighthouse shoot?"}]
+    )
+    alice_thread.refresh_from_db()
+    assert alice_thread.label == ""
+    queue_next(thread_id=alice_thread.pk)  # what the worker runs once the turn has settled
+    alice_thread.refresh_from_db()
+    assert alice_thread.label == "Shall Plan Lighthouse Shoot"

@@ -192,16 +192,17 @@ def test_a_new_session_can_start_with_servers_the_user_may_use(alice, bob, roles
     client = Client()
     client.force_login(alice)
     page = client.get(reverse("chat:session_list")).content.decode()
-    assert "MCP servers for the new session" in page and "local" in page
+    assert "MCP servers" in page and "local" in page
     client.post(
         reverse("chat:session_create"), {"name": "With tools", "mcp_servers": [str(mine.public_id)]}
     )
     assert list(alice.chat_sessions.get(name="With tools").mcp_servers.all()) == [mine]
-    client.force_login(bob)  # not allowed to use it: the session starts without it
-    client.post(
+    client.force_login(bob)  # not allowed to use it: refused, with the reason, and no session
+    response = client.post(
         reverse("chat:session_create"), {"name": "Sneaky", "mcp_servers": [str(mine.public_id)]}
     )
-    assert not bob.chat_sessions.get(name="Sneaky").mcp_servers.exists()
+    assert response.status_code == 422 and "Select a valid choice" in response.content.decode()
+    assert not bob.chat_sessions.filter(name="Sneaky").exists()
 
 
 @pytest.mark.django_db(transaction=True)

@@ -48,7 +48,9 @@ COMMANDS: dict[str, Command] = {}
 
 KEYS_HELP = (
     "Keys: **Enter** sends, **Shift+Enter** starts a new line, **Esc** stops every reply, "
-    "**@** opens the role list (arrows to move, Tab or Enter to pick)."
+    "**@** opens the role list and **/** at the start of a message the command list (arrows "
+    "to move, Tab or Enter to pick). Outside a text field: **g n** new chat, **g s** session "
+    "settings, **/** the message box, **?** every shortcut."
 )
 
 
@@ -58,6 +60,14 @@ def command(name: str, usage: str, summary: str):
         return function
 
     return register
+
+
+def command_list() -> list[dict]:
+    """Every command with its usage and summary, for the composer's "/" list."""
+    return [
+        {"name": entry.name, "usage": entry.usage, "summary": entry.summary}
+        for entry in COMMANDS.values()
+    ]
 
 
 def is_command(text: str) -> bool:

@@ -37,7 +37,7 @@ from apps.chat.models import (
 )
 from apps.chat.records.messages import allocate_seqs, notice_create
 from apps.chat.records.replies import reply_placeholder
-from apps.chat.records.threads import thread_autoname
+from apps.chat.records.threads import thread_autoname, thread_autoname_from_replies
 from apps.chat.selectors import session_links
 from apps.roles.routing import RosterRole, Route, route_message
 from apps.roles.selectors import group_members
@@ -299,6 +299,7 @@ def queue_next(*, thread_id: int) -> PostedMessage | None:
                 return None
             queued = QueuedMessage.objects.filter(thread=thread).first()
             if queued is None:
+                thread_autoname_from_replies(thread=thread)  # the turn has settled
                 return None
             queued.delete()
             events.publish_thread_status_on_commit(thread=thread)

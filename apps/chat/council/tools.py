@@ -14,6 +14,7 @@ from typing import Any
 from django.core.exceptions import ValidationError
 
 from apps.chat.models import Message, Session, Thread
+from apps.chat.records.memory import memory_append
 from apps.chat.records.sessions import session_set_memory, session_workspace
 from apps.chat.records.text import storable, storable_parts
 from apps.chat.records.threads import thread_rename
@@ -277,7 +278,7 @@ def update_memory(context: ToolContext, arguments: dict) -> str:
     if mode not in ("append", "replace"):
         raise ValueError("'mode' must be 'append' or 'replace'.")
     session = Session.objects.get(pk=context.session_id)
-    memory = f"{session.memory}\n{text}".strip() if mode == "append" else text
+    memory = memory_append(session.memory, text) if mode == "append" else text
     if len(memory) > MAX_MEMORY_CHARS:
         raise ValueError(f"The memory would exceed {MAX_MEMORY_CHARS:,} characters.")
     session_set_memory(session=session, memory=memory)

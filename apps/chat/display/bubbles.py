@@ -12,7 +12,16 @@ from django.utils.safestring import SafeString, mark_safe
 from apps.chat.display import frames
 from apps.chat.display.markdown import render_markdown
 from apps.chat.models import NOTICE_SPEAKER, Message, MessageKind, MessageStatus, Thread
-from apps.chat.selectors import round_state, session_links, session_usage, thread_queue, thread_tree
+from apps.chat.selectors import (
+    round_state,
+    session_links,
+    session_usage,
+    thread_queue,
+    thread_tree,
+    thread_usage,
+    unread_replies,
+)
+from apps.providers.pricing import PriceTable, format_money
 from apps.roles.models import Role
 from apps.roles.selectors import roles_by_handle
 
@@ -68,7 +77,34 @@ def shown_text(message: Message) -> str:
     )
 
 
-def bubble_context(message: Message, *, role: Role | None, live_text: str | None = None) -> dict:
+def reply_figures(message: Message, prices: PriceTable | None) -> dict:
+    """A settled reply's tokens, cost (by the price table) and how long it took."""
+    if message.is_user or message.kind != MessageKind.CHAT or not message.finished_at:
+        return {}
+    usage = message.usage or {}
+    figures: dict = {}
+    if message.duration_ms is not None:
+        figures["took"] = f"{message.duration_ms / 1000:.1f} s"
+    if usage:
+        figures["tokens"] = (
+            f"{usage.get('input', 0):,} in · {usage.get('output', 0):,} out · "
+            f"{usage.get('cache_read', 0):,} cache read · {usage.get('cache_write', 0):,} "
+            "cache write"
+        )
+        cost = prices.cost(message.provider, message.model, usage) if prices else None
+        if cost is not None:
+            figures["cost"] = format_money(cost.amount)
+            figures["cache_saved"] = format_money(cost.cache_saved)
+    return figures
+
+
+def bubble_context(
+    message: Message,
+    *,
+    role: Role | None,
+    live_text: str | None = None,
+    prices: PriceTable | None = None,
+) -> dict:
     text = shown_text(message) if live_text is None else live_text
     streaming = message.status in (MessageStatus.QUEUED, MessageStatus.STREAMING)
     activity, suggestions = tool_activity(message)
@@ -85,6 +121,7 @@ def bubble_context(message: Message, *, role: Role | None, live_text: str | None
         "suggestions": suggestions,
         "can_rerun": message.kind == MessageKind.CHAT and not message.is_user and not streaming,
         "earlier_versions": [] if streaming else earlier_versions(message),
+        "figures": reply_figures(message, prices),
     }
 
 
@@ -117,9 +154,10 @@ def _bubble_html(
     live_text: str | None,
     oob: bool,
     inherited: bool = False,
+    prices: PriceTable | None = None,
 ) -> str:
     context = {
-        **bubble_context(message, role=role, live_text=live_text),
+        **bubble_context(message, role=role, live_text=live_text, prices=prices),
         "oob": oob,
         "inherited": inherited,
     }
@@ -137,6 +175,7 @@ def render_bubbles(
     messages = list(messages)
     roles = roles_by_handle({message.speaker for message in messages})
     live_texts = live_texts or {}
+    prices = PriceTable() if any(message.finished_at for message in messages) else None
     html = "".join(
         _bubble_html(
             message,
@@ -144,6 +183,7 @@ def render_bubbles(
             live_text=live_texts.get(str(message.public_id)),
             oob=oob,
             inherited=inherited,
+            prices=prices,
         )
         for message in messages
     )
@@ -161,11 +201,12 @@ def bubble_fragments(
     messages = list(messages)
     roles = roles_by_handle({message.speaker for message in messages})
     live_texts = live_texts or {}
+    prices = PriceTable() if any(message.finished_at for message in messages) else None
     fragments: list[str] = []
     for message in messages:
         role = roles.get(message.speaker)
         live_text = live_texts.get(str(message.public_id))
-        html = _bubble_html(message, role=role, live_text=live_text, oob=oob)
+        html = _bubble_html(message, role=role, live_text=live_text, oob=oob, prices=prices)
         if frames.size(html) <= frames.MAX_FRAME_BYTES:
             fragments.append(html)
         elif message.in_flight:
@@ -203,6 +244,20 @@ def session_controls_context(session) -> dict:
             session.credential.get_provider_display() if session.credential else "Demo"
         ),
     }
+
+
+def render_unread_badge(thread_id: int) -> SafeString:
+    """One thread's unread count in the sidebars, as an out-of-band fragment (cheaper than
+    the whole tree when many replies settle at once)."""
+    item = Thread.objects.annotate(unread=unread_replies()).get(pk=thread_id)
+    context = {"item": item, "oob": True}
+    return mark_safe(render_to_string("chat/_unread_badge.html", context))  # noqa: S308
+
+
+def render_thread_usage(thread: Thread) -> SafeString:
+    """The thread's own line of figures, as an out-of-band fragment for the tabs on it."""
+    context = {"thread_usage": thread_usage(thread=thread), "oob": True}
+    return mark_safe(render_to_string("chat/_thread_usage.html", context))  # noqa: S308
 
 
 def render_session_controls(session) -> SafeString:

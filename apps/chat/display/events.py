@@ -25,6 +25,8 @@ from apps.chat.display.bubbles import (
     render_thread_label,
     render_thread_status,
     render_thread_tree,
+    render_thread_usage,
+    render_unread_badge,
 )
 from apps.chat.models import Message, Session, Thread
 
@@ -134,13 +136,17 @@ def publish_thread_renamed_on_commit(*, thread: Thread) -> None:
     )
 
 
+def thread_tree_event(*, session_id: int) -> dict:
+    """The session's thread tree with its unread counts, read afresh."""
+    return {"type": "chat.html", "html": render_thread_tree(Session.objects.get(pk=session_id))}
+
+
 def publish_thread_tree_on_commit(*, session_id: int) -> None:
     """After commit, show a new thread or branch in the sidebar of every tab on the session."""
 
     def events_of():
-        session = Session.objects.get(pk=session_id)
-        html = render_thread_tree(session)
-        return [(session_group(session.public_id), {"type": "chat.html", "html": html})]
+        public_id = Session.objects.values_list("public_id", flat=True).get(pk=session_id)
+        return [(session_group(public_id), thread_tree_event(session_id=session_id))]
 
     _send_on_commit(events_of)
 
@@ -150,6 +156,21 @@ def session_controls_event(*, session_id: int) -> dict:
     the sticky role may have changed while a reply streamed)."""
     session = Session.objects.select_related("credential").get(pk=session_id)
     return {"type": "chat.html", "html": render_session_controls(session)}
+
+
+def settled_reply_events(*, thread_id: int) -> list[tuple[str, dict]]:
+    """What tabs show anew once a reply of the thread has settled, read in one go: the
+    session's strip and the thread's unread badge on every tab of the session, the thread's
+    usage line on the tabs showing it."""
+    thread = Thread.objects.select_related("session__credential").get(pk=thread_id)
+    session_html = render_session_controls(thread.session) + render_unread_badge(thread_id)
+    return [
+        (session_group(thread.session.public_id), {"type": "chat.html", "html": session_html}),
+        (
+            thread_group(thread.public_id),
+            {"type": "chat.html", "html": render_thread_usage(thread)},
+        ),
+    ]
 
 
 def publish_session_controls_on_commit(*, session: Session) -> None:

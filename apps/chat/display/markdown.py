@@ -57,10 +57,19 @@ def render_markdown(text: str, *, breaks: bool = False) -> SafeString:
 def _render(text: str, breaks: bool = False) -> str:
     # Settled messages never change, so a page view re-renders only what it has not seen.
     raw = _parser(breaks).render(text)
-    return nh3.clean(
+    clean = nh3.clean(
         raw,
         tags=ALLOWED_TAGS,
         attributes=ALLOWED_ATTRIBUTES,
         url_schemes={"http", "https", "mailto"},
         link_rel="noopener noreferrer nofollow",
     )
+    # Parley's own markup, added after sanitising (it would not pass): a Copy button per block.
+    return clean.replace("<pre>", CODE_BLOCK_START).replace("</pre>", CODE_BLOCK_END)
+
+
+CODE_BLOCK_START = (
+    '<div class="code-block"><button type="button" class="copy-code" aria-label="Copy code">'
+    "Copy</button><pre>"
+)
+CODE_BLOCK_END = "</pre></div>"

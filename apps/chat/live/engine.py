@@ -243,10 +243,9 @@ async def _publish_final(hub: StreamHub, final: Message, *, after_seq: int) -> N
     message_id = str(final.public_id)
     final_seq = await livestate.live_finish(hub.redis, message_id, at_least=after_seq + 1)
     await _publish_state(hub, events.thread_group(final.thread.public_id), final, seq=final_seq)
-    controls = await in_db_thread(events.session_controls_event)(session_id=final.thread.session_id)
-    await events.publish_state(  # the summary strip counts this reply now
-        hub.layer, group=events.session_group(final.thread.session.public_id), event=controls
-    )
+    # The summary strip, the sidebars' unread count and the thread's usage line count it now.
+    for group, event in await in_db_thread(events.settled_reply_events)(thread_id=final.thread_id):
+        await events.publish_state(hub.layer, group=group, event=event)
 
 
 async def _announce_final(hub: StreamHub, final: Message, *, after_seq: int) -> None:

@@ -111,3 +111,18 @@ def unique_name(name: str, taken: set[str]) -> str:
         if candidate not in taken:
             return candidate
     return name
+
+
+BRANCH_PREFIX = re.compile(r"^Branch \d+ · ")
+
+
+def branch_name(parent_label: str, taken: set[str]) -> str:
+    """ "Branch 2 · Harbour Sequence": the number first, so branches of one thread differ where
+    a narrow sidebar still shows them (a branch of a branch counts on from its root name)."""
+    base = BRANCH_PREFIX.sub("", parent_label or "") or "Untitled chat"
+    for number in range(1, 1000):
+        prefix = f"Branch {number} · "
+        candidate = prefix + base[: MAX_CHARS - len(prefix)].rstrip()
+        if candidate not in taken:
+            return candidate
+    return unique_name(f"Branch · {base}", taken)

@@ -18,13 +18,33 @@ from apps.roles.services import role_ensure_default
 from apps.workspace.files import Workspace
 
 
-def session_create(*, owner, name: str = "", mcp_servers: list | None = None) -> Session:
-    """Create a session with the default roles and a first, empty thread (and the MCP
-    servers chosen, which the caller has checked the owner may use)."""
+def session_create(
+    *,
+    owner,
+    name: str = "",
+    mcp_servers: list | None = None,
+    credential: Credential | None = None,
+    model: str = "",
+    persona: str = "",
+    memory: str = "",
+    roles: list[Role] | None = None,
+) -> Session:
+    """Create a session and its first, empty thread: with the roles chosen (else the default
+    ones), the credential and model (else the demo provider), the persona and memory, and the
+    MCP servers (the caller has checked the owner may use the credential and the servers)."""
     name = " ".join(storable(name).split())[:120] or "New session"
+    if roles is not None and not roles:
+        raise ValidationError("A session needs at least one role.")
     with transaction.atomic():
-        session = Session.objects.create(owner=owner, name=name)
-        roles = default_roles() or [role_ensure_default()]
+        session = Session.objects.create(
+            owner=owner,
+            name=name,
+            credential=credential,
+            model=model.strip()[:120],
+            persona=storable(persona),
+            memory=storable(memory),
+        )
+        roles = roles or default_roles() or [role_ensure_default()]
         SessionRole.objects.bulk_create(SessionRole(session=session, role=role) for role in roles)
         thread = Thread.objects.create(session=session)
         session.active_thread = thread

@@ -7,8 +7,17 @@ from django.db.models import F
 from django.utils import timezone
 
 from apps.chat.display import events
-from apps.chat.models import Message, QueuedMessage, Session, Thread
-from apps.chat.records.naming import thread_name, unique_name
+from apps.chat.models import (
+    USER_SPEAKER,
+    Message,
+    MessageKind,
+    MessageStatus,
+    QueuedMessage,
+    Session,
+    Thread,
+    ThreadSummary,
+)
+from apps.chat.records.naming import branch_name, thread_name, unique_name
 from apps.chat.records.text import clean_name
 from apps.chat.selectors import transcript_messages
 
@@ -29,6 +38,17 @@ def thread_rename(*, thread: Thread, label: str) -> Thread:
     return thread
 
 
+def thread_mark_seen(*, thread: Thread, seq: int | None = None) -> int:
+    """Its owner has seen the thread up to `seq` (else all of it); returns what was seen
+    before, so a page can mark where the new messages start. Never goes back."""
+    before = thread.seen_seq
+    # Read afresh: the caller's row may predate the messages it is marking.
+    latest = Thread.objects.values_list("next_seq", flat=True).get(pk=thread.pk) - 1
+    seen = latest if seq is None else max(0, min(seq, latest))
+    Thread.objects.filter(pk=thread.pk, seen_seq__lt=seen).update(seen_seq=seen)
+    return before
+
+
 def thread_autoname(*, thread: Thread, text: str) -> Thread:
     """Name an unnamed thread from its first substantive message (unique in the session)."""
     if thread.label:
@@ -36,12 +56,34 @@ def thread_autoname(*, thread: Thread, text: str) -> Thread:
     name = thread_name(text)
     if not name:
         return thread
-    taken = set(
-        Thread.objects.filter(session_id=thread.session_id)
-        .exclude(pk=thread.pk)
-        .values_list("label", flat=True)
+    with transaction.atomic():
+        # Two threads named at once in one session must not both take the same free name.
+        Session.objects.select_for_update().filter(pk=thread.session_id).first()
+        taken = set(
+            Thread.objects.filter(session_id=thread.session_id)
+            .exclude(pk=thread.pk)
+            .values_list("label", flat=True)
+        )
+        return thread_rename(thread=thread, label=unique_name(name, taken))
+
+
+def thread_autoname_from_replies(*, thread: Thread) -> Thread:
+    """A thread the person's messages could not name ("hi", "?"): named once a turn has
+    settled, from the latest summary of it, else from its first reply with words."""
+    if thread.label:
+        return thread
+    summary = ThreadSummary.objects.filter(thread=thread).order_by("-pk").first()
+    candidates = [summary.text] if summary is not None else []
+    replies = (
+        Message.objects.filter(thread=thread, kind=MessageKind.CHAT, status=MessageStatus.DONE)
+        .exclude(speaker=USER_SPEAKER)
+        .order_by("seq")[:3]
     )
-    return thread_rename(thread=thread, label=unique_name(name, taken))
+    candidates += [reply.text for reply in replies]
+    for text in candidates:
+        if thread_name(text):
+            return thread_autoname(thread=thread, text=text)
+    return thread
 
 
 def thread_branch(*, thread: Thread, message: Message | None) -> Thread:
@@ -51,14 +93,16 @@ def thread_branch(*, thread: Thread, message: Message | None) -> Thread:
     owns it. None makes an empty branch of `thread`.
     """
     parent = message.thread if message is not None else thread
-    base = (parent.label or "Untitled chat")[:50]
-    taken = set(Thread.objects.filter(session_id=parent.session_id).values_list("label", flat=True))
     with transaction.atomic():
+        Session.objects.select_for_update().filter(pk=parent.session_id).first()
+        taken = set(
+            Thread.objects.filter(session_id=parent.session_id).values_list("label", flat=True)
+        )
         branch = Thread.objects.create(
             session_id=parent.session_id,
             parent=parent,
             forked_from=message,
-            label=unique_name(f"{base} · branch", taken),
+            label=branch_name(parent.label, taken),
             # It goes on talking to the same role (read afresh: a post may just have moved it).
             sticky_handle=Thread.objects.values_list("sticky_handle", flat=True).get(pk=parent.pk),
         )

@@ -1,14 +1,19 @@
-"""A thread as Markdown or JSON: the transcript a reader sees, inherited history included."""
+"""A thread as Markdown, JSON or one self-contained HTML page: the transcript a reader sees,
+inherited history included."""
 
 from __future__ import annotations
 
 import json
 
+from django.template.loader import render_to_string
 from django.utils import timezone
 
 from apps.chat.council.requests import message_block_text
+from apps.chat.display.bubbles import shown_text, speaker_name
+from apps.chat.display.markdown import render_markdown
 from apps.chat.models import Thread
 from apps.chat.selectors import speaker_names, transcript_messages
+from apps.roles.selectors import roles_by_handle
 
 
 def _filename(thread: Thread, extension: str) -> str:
@@ -62,3 +67,24 @@ def export_json(thread: Thread) -> tuple[str, str]:
         ],
     }
     return json.dumps(data, ensure_ascii=False, indent=2), _filename(thread, "json")
+
+
+def export_html(thread: Thread) -> tuple[str, str]:
+    """One file that opens anywhere, offline: roles' names, icons and colours, rendered (and
+    sanitised) Markdown, the styles inline, no script."""
+    messages = list(transcript_messages(thread=thread))
+    roles = roles_by_handle({message.speaker for message in messages})
+    entries = []
+    for message in messages:
+        role = roles.get(message.speaker)
+        entries.append(
+            {
+                "message": message,
+                "name": speaker_name(message, role),
+                "icon": "🙂" if message.is_user else (role.icon if role else "✦"),
+                "colour": role.colour if role else "#64748b",
+                "html": render_markdown(shown_text(message), breaks=message.is_user),
+            }
+        )
+    context = {"thread": thread, "entries": entries, "exported_at": timezone.now()}
+    return render_to_string("chat/export.html", context), _filename(thread, "html")

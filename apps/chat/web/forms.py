@@ -3,13 +3,16 @@ from typing import cast
 from django import forms
 from django.conf import settings
 
+from apps.accounts.models import Persona
 from apps.chat.council.prompting import GROUP_RULES
 from apps.chat.council.tools import TOOLS, mcp_tools, tool_names
 from apps.chat.models import AddressingMode, TurnMode, parse_reply_length
+from apps.chat.records.memory import memory_from_json
 from apps.chat.records.sessions import SettingsChange
 from apps.connectors.models import McpServer
 from apps.providers.models import Credential
 from apps.roles.models import Role
+from apps.roles.selectors import default_roles
 
 
 def mcp_servers_field() -> forms.ModelMultipleChoiceField:
@@ -23,23 +26,12 @@ def mcp_servers_field() -> forms.ModelMultipleChoiceField:
     )
 
 
-class SessionCreateForm(forms.Form):
-    name = forms.CharField(max_length=120, required=False, label="Session name")
-    mcp_servers = mcp_servers_field()
-
-    def __init__(self, *args, servers=None, **kwargs):
-        super().__init__(*args, **kwargs)
-        field = cast(forms.ModelMultipleChoiceField, self.fields["mcp_servers"])
-        field.queryset = servers if servers is not None else McpServer.objects.none()
+MEMORY_FORMATS = [("text", "Plain text"), ("json", "JSON")]
 
 
-class MessageForm(forms.Form):
-    # Length and emptiness are checked by the service so every entry point shares one rule.
-    text = forms.CharField(required=False, strip=False, label="Message", widget=forms.Textarea)
-
-
-class SessionSettingsForm(forms.Form):
-    """The session settings modal. Per-role model overrides are fields named model_<role pk>."""
+class SessionSetupForm(forms.Form):
+    """What a session is set up with, in the create dialog and in Session settings: the
+    credential and model, the persona (a saved one is copied in) and the memory."""
 
     credential = forms.ModelChoiceField(
         queryset=Credential.objects.none(),  # the owner's, set per form
@@ -48,18 +40,83 @@ class SessionSettingsForm(forms.Form):
         to_field_name="public_id",
     )
     model = forms.CharField(max_length=120, required=False)
+    persona_pick = forms.ModelChoiceField(
+        queryset=Persona.objects.none(), required=False, label="Saved persona"
+    )
     persona = forms.CharField(
         required=False,
         max_length=20_000,
         widget=forms.Textarea(attrs={"rows": 3}),
-        help_text="About you: shared with every role.",
+        help_text="About you: shared with every role. Picking a saved persona copies its text "
+        "here; this session keeps its copy.",
     )
-    memory = forms.CharField(
+    memory = forms.CharField(required=False, max_length=20_000, widget=forms.HiddenInput)
+    memory_format = forms.ChoiceField(
+        choices=MEMORY_FORMATS, required=False, widget=forms.HiddenInput
+    )
+
+    def __init__(self, *args, credentials, personas=None, **kwargs):
+        super().__init__(*args, **kwargs)
+        personas = personas if personas is not None else Persona.objects.none()
+        cast(forms.ModelChoiceField, self.fields["credential"]).queryset = credentials
+        cast(forms.ModelChoiceField, self.fields["persona_pick"]).queryset = personas
+        self.personas = personas
+
+    def picked_persona(self):
+        """The saved persona whose text the session holds (the picker shows it chosen)."""
+        text = (self["persona"].value() or "").strip()
+        return next((p for p in self.personas if text and p.text == text), None)
+
+    def clean_memory(self) -> str:
+        memory = self.cleaned_data["memory"]
+        if self.data.get(self.add_prefix("memory_format")) == "json":
+            return memory_from_json(memory)  # its ValidationError names line and column
+        return memory
+
+    def clean(self) -> dict:
+        data = super().clean() or {}
+        picked = data.get("persona_pick")
+        if picked is not None and not (data.get("persona") or "").strip():
+            data["persona"] = picked.text  # no script ran to copy it
+        return data
+
+
+class SessionCreateForm(SessionSetupForm):
+    name = forms.CharField(max_length=120, required=False, label="Session name")
+    # Not sent (a script, an old page): the default roles.
+    roles = forms.ModelMultipleChoiceField(
+        queryset=Role.objects.all(),
+        widget=forms.CheckboxSelectMultiple,
+        label="Roles",
         required=False,
-        max_length=20_000,
-        widget=forms.Textarea(attrs={"rows": 3}),
-        help_text="Notes every role can read; write-capable roles can update them.",
     )
+    mcp_servers = mcp_servers_field()
+
+    def __init__(self, *args, servers=None, **kwargs):
+        kwargs.setdefault("initial", {"roles": [role.pk for role in default_roles()]})
+        super().__init__(*args, **kwargs)
+        field = cast(forms.ModelMultipleChoiceField, self.fields["mcp_servers"])
+        field.queryset = servers if servers is not None else McpServer.objects.none()
+
+    def clean_roles(self) -> list[Role] | None:
+        roles = list(self.cleaned_data["roles"])
+        if not roles and "roles_offered" in self.data:
+            raise forms.ValidationError("Pick at least one role to talk with.", code="required")
+        return roles or None
+
+    def role_packs(self) -> list[str]:
+        roles = cast(forms.ModelMultipleChoiceField, self.fields["roles"]).queryset
+        return sorted({role.pack for role in roles or [] if role.pack})  # the list's own query
+
+
+class MessageForm(forms.Form):
+    # Length and emptiness are checked by the service so every entry point shares one rule.
+    text = forms.CharField(required=False, strip=False, label="Message", widget=forms.Textarea)
+
+
+class SessionSettingsForm(SessionSetupForm):
+    """The session settings modal. Per-role model overrides are fields named model_<role pk>."""
+
     addressing_mode = forms.ChoiceField(choices=AddressingMode.choices, label="Addressing")
     auto_rounds = forms.IntegerField(min_value=0, label="Auto-rounds")
     turn_mode = forms.ChoiceField(choices=TurnMode.choices, label="Turn order")
@@ -94,7 +151,7 @@ class SessionSettingsForm(forms.Form):
         queryset=Role.objects.all(), widget=forms.CheckboxSelectMultiple, label="Roles"
     )
 
-    def __init__(self, *args, session, credentials, servers=None, **kwargs):
+    def __init__(self, *args, session, credentials, personas=None, servers=None, **kwargs):
         links = {link.role_id: link for link in session.session_roles.all()}
         servers = servers if servers is not None else McpServer.objects.none()
         # Built-in tools, then every tool of the servers this user may pick, by name.
@@ -123,8 +180,7 @@ class SessionSettingsForm(forms.Form):
             "roles": list(links),
         }
         kwargs["initial"] = initial
-        super().__init__(*args, **kwargs)
-        cast(forms.ModelChoiceField, self.fields["credential"]).queryset = credentials
+        super().__init__(*args, credentials=credentials, personas=personas, **kwargs)
         self.fields["auto_rounds"].widget.attrs["max"] = settings.PARLEY_MAX_AUTO_ROUNDS
         cast(forms.ModelMultipleChoiceField, self.fields["mcp_servers"]).queryset = servers
         cast(forms.ChoiceField, self.fields["tools"]).choices = self.tool_choices

@@ -11,25 +11,33 @@ from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 from django_htmx.http import HttpResponseClientRedirect
 
+from apps.accounts.personas import personas_for_user
 from apps.chat.council import lifecycle, posting, replies
+from apps.chat.council.commands import command_list
 from apps.chat.display.bubbles import (
     render_bubbles,
     render_thread_status,
     session_controls_context,
+    shown_text,
     thread_status_context,
 )
 from apps.chat.models import Session
 from apps.chat.records import sessions, threads
+from apps.chat.search import search_session
 from apps.chat.selectors import (
     messages_for_user,
     session_links,
     sessions_for_user,
+    sessions_with_unread,
     thread_in_flight_for_session,
     thread_tree,
+    thread_usage,
     threads_for_user,
+    transcript_after,
     transcript_page,
+    transcript_page_around,
 )
-from apps.chat.web.exports import export_json, export_markdown
+from apps.chat.web.exports import export_html, export_json, export_markdown
 from apps.chat.web.forms import (
     MessageForm,
     SessionCreateForm,
@@ -39,23 +47,48 @@ from apps.connectors.selectors import servers_for_user
 from apps.providers.selectors import credentials_for_user
 
 
+def _create_form(request, data=None) -> SessionCreateForm:
+    return SessionCreateForm(
+        data,
+        credentials=credentials_for_user(user=request.user),
+        personas=personas_for_user(user=request.user),
+        servers=servers_for_user(user=request.user),
+    )
+
+
 @require_GET
 def session_list(request):
-    owned = sessions_for_user(user=request.user).select_related("active_thread")
-    form = SessionCreateForm(servers=servers_for_user(user=request.user))
-    return render(request, "chat/session_list.html", {"sessions": owned, "form": form})
+    return render(request, "chat/session_list.html", _list_context(request, _create_form(request)))
+
+
+def _list_context(request, form: SessionCreateForm) -> dict:
+    owned = sessions_with_unread(user=request.user).select_related("active_thread")
+    return {"sessions": owned, "form": form}
 
 
 @require_POST
 def session_create(request):
-    form = SessionCreateForm(request.POST, servers=servers_for_user(user=request.user))
-    form.is_valid()  # a server this user may not use is dropped, never an error page
+    """The create dialog: a new session set up as chosen, opened at its first thread; the
+    dialog again, with what was typed and why not, when something is wrong."""
+    form = _create_form(request, request.POST)
+    if not form.is_valid():
+        if request.htmx:
+            return render(request, "chat/_session_create.html", {"form": form}, status=422)
+        return render(request, "chat/session_list.html", _list_context(request, form), status=422)
+    data = form.cleaned_data
     session = sessions.session_create(
         owner=request.user,
-        name=form.cleaned_data.get("name", ""),
-        mcp_servers=list(form.cleaned_data.get("mcp_servers") or []),
+        name=data["name"],
+        credential=data["credential"],
+        model=data["model"],
+        persona=data["persona"],
+        memory=data["memory"],
+        roles=data["roles"],
+        mcp_servers=list(data.get("mcp_servers") or []),
     )
-    return _open_active_thread(session)
+    thread = session.active_thread or threads.thread_create(session=session)
+    url = reverse("chat:thread_detail", kwargs={"thread": thread.public_id})
+    return HttpResponseClientRedirect(url) if request.htmx else redirect(url)
 
 
 @require_GET
@@ -101,6 +134,7 @@ def _settings_form(request, session, data=None):
         data,
         session=session,
         credentials=credentials_for_user(user=request.user),
+        personas=personas_for_user(user=request.user),
         servers=servers_for_user(user=request.user),
     )
 
@@ -156,30 +190,88 @@ def composer_context(*, session, thread) -> dict:
 def thread_detail(request, thread):
     thread = get_object_or_404(threads_for_user(user=request.user), public_id=thread)
     session = thread.session
-    page = transcript_page(thread=thread)
+    page, later = _opening_page(request, thread)
+    seen_before = threads.thread_mark_seen(thread=thread)
     context = {
         **chat_context(session=session, thread=thread),
         **thread_status_context(thread),
         **_page_context(thread, page),
         "tree": thread_tree(session=session),
         "form": MessageForm(),
+        "slash_commands": command_list(),
+        "thread_usage": thread_usage(thread=thread),
+        "later": later,
+        "seen_seq": seen_before,
+        "latest_seq": thread.next_seq - 1,
     }
     return render(request, "chat/thread.html", context)
+
+
+@require_GET
+def session_search(request, session):
+    """Messages of the session's threads that match the words typed, with where they are."""
+    session = get_object_or_404(sessions_for_user(user=request.user), public_id=session)
+    query = request.GET.get("q", "").strip()[:200]
+    context = {"query": query, "hits": search_session(session=session, query=query)}
+    return render(request, "chat/_search_results.html", context)
+
+
+def _cursor(request, name: str) -> uuid.UUID | None:
+    """A message id passed as ?before= or ?after=; None when it is not one."""
+    try:
+        return uuid.UUID(request.GET.get(name, ""))
+    except ValueError:
+        return None
+
+
+@require_GET
+def thread_later(request, thread):
+    """The messages just after the newest one a page opened at a search hit shows."""
+    thread = get_object_or_404(threads_for_user(user=request.user), public_id=thread)
+    after_id = _cursor(request, "after")
+    if after_id is None:
+        return HttpResponse("Say which message to load the later ones after.", status=400)
+    after = thread.messages.filter(public_id=after_id).first()
+    if after is None:
+        return HttpResponse("That message is not in this thread.", status=404)
+    shown, later = transcript_after(thread=thread, after=after)
+    context = {"thread": thread, "messages_html": render_bubbles(shown), "later": later}
+    return render(request, "chat/_later.html", context)
+
+
+@require_POST
+def thread_seen(request, thread):
+    """The tab showing the thread was looked at: its replies up to `seq` are read."""
+    thread = get_object_or_404(threads_for_user(user=request.user), public_id=thread)
+    try:
+        seq = int(request.POST.get("seq", ""))
+    except ValueError:
+        return HttpResponse("Say up to which message the thread was seen.", status=400)
+    threads.thread_mark_seen(thread=thread, seq=seq)
+    return HttpResponse(status=204)
 
 
 @require_GET
 def thread_earlier(request, thread):
     """The messages just before the oldest one a page shows (it asks as the reader scrolls up)."""
     thread = get_object_or_404(threads_for_user(user=request.user), public_id=thread)
-    try:
-        before_id = uuid.UUID(request.GET.get("before", ""))
-    except ValueError:
+    before_id = _cursor(request, "before")
+    if before_id is None:
         return HttpResponse("Say which message to load the earlier ones before.", status=400)
     before = messages_for_user(user=request.user).filter(public_id=before_id).first()
     page = transcript_page(thread=thread, before=before) if before is not None else None
     if page is None:
         return HttpResponse("That message is not in this thread.", status=404)
     return render(request, "chat/_earlier.html", _page_context(thread, page))
+
+
+def _opening_page(request, thread):
+    """The latest page, or (opened from a search hit, ?at=) the page around that message."""
+    at = _cursor(request, "at")
+    target = thread.messages.filter(public_id=at).first() if at else None
+    if target is not None:
+        return transcript_page_around(thread=thread, message=target)
+    return transcript_page(thread=thread), None
 
 
 def _page_context(thread, page) -> dict:
@@ -215,14 +307,15 @@ def thread_clear(request, thread):
 def thread_export(request, thread):
     thread = get_object_or_404(threads_for_user(user=request.user), public_id=thread)
     kind = request.GET.get("format", "md")
-    if kind not in ("md", "json"):
-        return HttpResponse("Choose format=md or format=json.", status=400)
-    if kind == "md":
-        body, filename = export_markdown(thread)
-        content_type = "text/markdown; charset=utf-8"
-    else:
-        body, filename = export_json(thread)
-        content_type = "application/json"
+    exporters = {
+        "md": (export_markdown, "text/markdown; charset=utf-8"),
+        "json": (export_json, "application/json"),
+        "html": (export_html, "text/html; charset=utf-8"),
+    }
+    if kind not in exporters:
+        return HttpResponse("Choose format=md, format=json or format=html.", status=400)
+    exporter, content_type = exporters[kind]
+    body, filename = exporter(thread)
     response = HttpResponse(body, content_type=content_type)
     response["Content-Disposition"] = f'attachment; filename="{filename}"'
     return response
@@ -292,6 +385,13 @@ def message_bubble(request, message):
     """One bubble over HTTP: a tab fetches a message too large for a websocket frame."""
     message = get_object_or_404(messages_for_user(user=request.user), public_id=message)
     return HttpResponse(render_bubbles([message]))
+
+
+@require_GET
+def message_source(request, message):
+    """A message's Markdown source as plain text, for its Copy button."""
+    message = get_object_or_404(messages_for_user(user=request.user), public_id=message)
+    return HttpResponse(shown_text(message), content_type="text/plain; charset=utf-8")
 
 
 @require_POST

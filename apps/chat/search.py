@@ -1,0 +1,93 @@
+"""Search a session's threads: PostgreSQL full-text (prefix matches, any case) where the
+database is PostgreSQL, a plain case-insensitive scan elsewhere. Results carry the thread,
+the speaker and a snippet around the first match."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from django.contrib.postgres.search import SearchQuery, SearchVector
+from django.db import connection
+from django.db.models import Func, TextField
+from django.utils.html import escape
+from django.utils.safestring import SafeString, mark_safe
+
+from apps.chat.models import NOTICE_SPEAKER, USER_SPEAKER, Message, Session
+from apps.roles.models import Role
+
+MAX_RESULTS = 50
+SNIPPET_CHARS = 160
+TERM = re.compile(r"\w+", re.U)
+
+
+class ContentText(Func):
+    """PostgreSQL: the text parts of a message's content, without the JSON around them."""
+
+    template = "jsonb_path_query_array(%(expressions)s, '$[*] ? (@.type == \"text\").text')::text"
+    output_field = TextField()
+
+
+@dataclass(frozen=True)
+class SearchHit:
+    message: Message
+    snippet: SafeString
+    speaker: str
+
+
+def search_session(*, session: Session, query: str) -> list[SearchHit]:
+    """The session's messages matching every word of `query`, newest first (at most 50)."""
+    terms = [term.casefold() for term in TERM.findall(query)][:8]
+    if not terms:
+        return []
+    messages = (
+        Message.objects.filter(thread__session=session, kind="chat")
+        .select_related("thread")
+        .order_by("-created_at", "-pk")
+    )
+    if connection.vendor == "postgresql":
+        raw = " & ".join(f"{term}:*" for term in terms)  # words only: nothing else to escape
+        found: list[Message] = list(
+            messages.annotate(
+                document=SearchVector(ContentText("content"), config="simple")
+            ).filter(document=SearchQuery(raw, search_type="raw", config="simple"))[:MAX_RESULTS]
+        )
+    else:
+        # As PostgreSQL's prefix matching does: each word starts a word of the message.
+        patterns = [re.compile(rf"(?<!\w){re.escape(term)}", re.I | re.U) for term in terms]
+        found = []
+        for message in messages.iterator(chunk_size=500):
+            text = message.text
+            if all(pattern.search(text) for pattern in patterns):
+                found.append(message)
+                if len(found) == MAX_RESULTS:
+                    break
+    names = dict(Role.objects.values_list("handle", "display_name"))
+    names.update({USER_SPEAKER: "You", NOTICE_SPEAKER: "Parley"})
+    return [
+        SearchHit(
+            message, snippet(message.text, terms), names.get(message.speaker, message.speaker)
+        )
+        for message in found
+    ]
+
+
+def snippet(text: str, terms: list[str]) -> SafeString:
+    """About 160 characters around the first match, the matched words marked."""
+    folded = text.casefold()
+    positions = [folded.find(term) for term in terms if folded.find(term) >= 0]
+    first = min(positions) if positions else 0
+    start = max(0, first - SNIPPET_CHARS // 3)
+    piece = " ".join(text[start : start + SNIPPET_CHARS].split())
+    longest_first = sorted(set(terms), key=len, reverse=True)
+    # A word found by its start is marked whole ("harb" marks "HARBOUR").
+    alternatives = "|".join(re.escape(term) for term in longest_first)
+    pattern = re.compile(f"(?:{alternatives})\\w*", re.I | re.U)
+    parts, last = [], 0
+    for match in pattern.finditer(piece):
+        parts += [escape(piece[last : match.start()]), f"<mark>{escape(match.group())}</mark>"]
+        last = match.end()
+    marked = "".join([*parts, escape(piece[last:])])
+    prefix = "…" if start else ""
+    suffix = "…" if start + SNIPPET_CHARS < len(text) else ""
+    return mark_safe(f"{prefix}{marked}{suffix}")  # noqa: S308  (escaped above)

@@ -1,0 +1,82 @@
+"""Usage into money: the price table (editable in admin) applied to token counts."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from decimal import ROUND_HALF_UP, Decimal
+
+from apps.providers.models import ModelPrice
+
+MILLION = Decimal(1_000_000)
+ZERO = Decimal(0)
+
+
+@dataclass(frozen=True)
+class Price:
+    input: Decimal
+    output: Decimal
+    cache_read: Decimal
+    cache_write: Decimal
+
+
+@dataclass(frozen=True)
+class Cost:
+    amount: Decimal  # what the tokens cost
+    cache_saved: Decimal  # what they would have cost more without the cache (net of writes)
+
+
+class PriceTable:
+    """Every price, read once; `price` finds a model's by exact name, else longest prefix."""
+
+    def __init__(self, rows: list[ModelPrice] | None = None):
+        rows = list(ModelPrice.objects.all()) if rows is None else rows
+        self._prices: dict[str, list[tuple[str, Price]]] = {}
+        for row in rows:
+            price = Price(
+                row.input_per_mtok,
+                row.output_per_mtok,
+                row.cache_read_per_mtok,
+                row.cache_write_per_mtok,
+            )
+            self._prices.setdefault(row.provider, []).append((row.model, price))
+        for entries in self._prices.values():
+            entries.sort(key=lambda entry: -len(entry[0]))
+
+    def price(self, provider: str, model: str) -> Price | None:
+        for name, price in self._prices.get(provider, []):
+            if model == name or model.startswith(name):
+                return price
+        return None
+
+    def cost(self, provider: str, model: str, usage: Mapping) -> Cost | None:
+        """What a reply's (or a sum of replies') usage cost; None when the model has no price."""
+        price = self.price(provider, model)
+        if price is None:
+            return None
+        tokens = {key: Decimal(int(usage.get(key) or 0)) for key in USAGE_KEYS}
+        amount = (
+            tokens["input"] * price.input
+            + tokens["output"] * price.output
+            + tokens["cache_read"] * price.cache_read
+            + tokens["cache_write"] * price.cache_write
+        ) / MILLION
+        saved = (
+            tokens["cache_read"] * (price.input - price.cache_read)
+            - tokens["cache_write"] * (price.cache_write - price.input)
+        ) / MILLION
+        return Cost(amount, saved)
+
+
+USAGE_KEYS = ("input", "output", "cache_read", "cache_write")
+
+
+def format_money(amount: Decimal | None) -> str:
+    """$0.0123 for small sums (a reply costs fractions of a cent), $12.35 for larger ones."""
+    if amount is None:
+        return "\N{EN DASH}"
+    sign = "\N{MINUS SIGN}" if amount < 0 else ""
+    amount = abs(amount)
+    places = Decimal("0.01") if amount >= 1 else Decimal("0.0001")
+    rounded = amount.quantize(places, rounding=ROUND_HALF_UP)
+    return f"{sign}${rounded:,}"

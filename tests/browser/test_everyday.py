@@ -1,0 +1,171 @@
+"""What users of other chat apps expect (issue 15), in Chromium: copy, time, search that
+opens a thread at a message, Stop only while something runs, cost per reply, HTML export."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+from pathlib import Path
+
+import pytest
+from playwright.sync_api import expect
+
+from apps.chat.models import Message
+from apps.providers.models import ModelPrice
+from bench.long_threads import thread_fill
+from tests.browser.test_group_chat import bubble, send, wait_done
+
+pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+
+
+def clipboard(page) -> str:
+    return page.evaluate("navigator.clipboard.readText()")
+
+
+def test_copy_a_code_block_and_a_whole_message(chat, fast_demo):
+    chat.context.grant_permissions(["clipboard-read", "clipboard-write"])
+    send(chat, "Show me the streaming loop")
+    reply = bubble(chat, "assistant")
+    wait_done(reply)
+    copy_code = reply.get_by_role("button", name="Copy code")
+    copy_code.click()
+    expect(copy_code).to_have_text("Copied")
+    code = clipboard(chat)
+    assert code.startswith("def stream(reply):") and "publish(delta)" in code
+    reply.get_by_role("button", name="Copy Assistant's reply as Markdown").click()
+    expect(reply.get_by_role("button", name="Copy Assistant's reply as Markdown")).to_have_text(
+        "Copied"
+    )
+    stored = Message.objects.get(speaker="assistant").text
+    assert clipboard(chat) == stored and "```" in stored
+    expect(chat.locator("#announcer")).to_have_text("Copied to the clipboard.")
+
+
+def test_times_durations_and_cost_per_reply(chat, fast_demo):
+    ModelPrice.objects.update_or_create(
+        provider="demo", model="demo-1", defaults={
+            "input_per_mtok": Decimal("2"), "output_per_mtok": Decimal("10"),
+            "cache_read_per_mtok": Decimal("0.2"), "cache_write_per_mtok": Decimal("2.5"),
+        },
+    )  # fmt: skip
+    send(chat, "How long does this take?")
+    reply = bubble(chat, "assistant")
+    wait_done(reply)
+    expect(reply.locator("time.msg-time")).to_have_text("just now")
+    title = reply.locator("time.msg-time").get_attribute("title")
+    assert title and any(ch.isdigit() for ch in title)  # the exact local time on hover
+    expect(reply.locator(".msg-took")).to_contain_text(" s")
+    stored = Message.objects.get(speaker="assistant")
+    usage = stored.usage
+    expected = (Decimal(usage["input"]) * 2 + Decimal(usage["output"]) * 10) / 1_000_000
+    cost = reply.locator(".msg-cost")
+    expect(cost).to_have_text(f"${expected:.4f}")
+    assert f"{usage['output']:,} out" in cost.get_attribute("title")
+    expect(chat.locator("#thread-usage")).to_contain_text(f"${expected:.4f}")
+
+
+def test_stop_shows_only_while_something_runs(chat, slow_demo):
+    stop = chat.get_by_role("button", name="Stop")
+    expect(stop).to_be_hidden()
+    send(chat, "A long answer, please")
+    expect(stop).to_be_visible()
+    stop.click()
+    expect(bubble(chat, "assistant")).to_have_attribute("data-status", "interrupted")
+    expect(stop).to_be_hidden()
+
+
+def test_search_opens_a_deep_message_of_a_long_thread_highlighted(chat):
+    from apps.chat.records.threads import thread_create, thread_rename
+
+    long_thread = thread_create(session=chat.session)
+    thread_rename(thread=long_thread, label="The long one")
+    thread_fill(long_thread, 2_000)
+    chat.reload()
+    chat.get_by_role("searchbox", name="Search this session").fill("number 321")
+    results = chat.get_by_role("region", name="Search results")
+    hit = results.get_by_role("link").filter(has_text="The long one")
+    expect(hit).to_have_count(1)
+    expect(hit).to_contain_text("You")  # odd numbers are the person's
+    expect(hit.locator("mark")).to_have_count(2)
+    hit.click()
+    target = Message.objects.get(thread=long_thread, seq=321)
+    found = chat.locator(f"#msg-{target.public_id}")
+    expect(found).to_be_in_viewport()
+    expect(found).to_have_class(__import__("re").compile("msg--found"))
+    # Later messages follow as the reader scrolls down, in order.
+    chat.locator("#later").scroll_into_view_if_needed()
+    later = Message.objects.get(thread=long_thread, seq=400)  # the window ends at 371
+    expect(chat.locator(f"#msg-{later.public_id}")).to_be_attached()
+
+
+def test_export_as_a_self_contained_html_page(chat, fast_demo, tmp_path):
+    send(chat, "Export me")
+    wait_done(bubble(chat, "assistant"))
+    with chat.expect_download() as download:
+        chat.get_by_text("Export", exact=True).click()
+        chat.get_by_role("link", name="HTML page").click()
+    path = Path(download.value.path())
+    html = path.read_text()
+    assert html.startswith("<!doctype html>") and "Export me" in html
+    copy = tmp_path / "thread.html"
+    copy.write_text(html)
+    chat.goto(copy.as_uri())
+    expect(chat.get_by_role("article", name="Assistant")).to_contain_text("Demo reply")
+
+
+RECORD_NOTIFICATIONS = """
+    window.__notifications = [];
+    const Real = window.Notification;
+    window.Notification = function (title, options) {
+        window.__notifications.push(title);
+        return new Real(title, options);
+    };
+    Object.defineProperty(window.Notification, "permission", { get: () => Real.permission });
+    window.Notification.requestPermission = (...args) => Real.requestPermission(...args);
+"""
+HIDE_THE_TAB = """
+    Object.defineProperty(document, "hidden", { configurable: true, get: () => true });
+    document.dispatchEvent(new Event("visibilitychange"));
+"""
+
+
+def test_a_turn_that_finishes_while_you_are_away_notifies_and_leaves_badges(chat, slow_demo):
+    from apps.chat.records.threads import thread_create
+
+    chat.context.grant_permissions(["notifications"])
+    chat.add_init_script(RECORD_NOTIFICATIONS)
+    chat.reload()
+    expect(chat.get_by_role("button", name="Notify me")).to_be_hidden()  # already granted
+    other_thread = thread_create(session=chat.session)
+    watcher = chat.context.new_page()  # the person, now on another thread of the session
+    watcher.goto(f"/t/{other_thread.public_id}/")
+    expect(watcher.locator("#sync-state")).to_have_attribute("data-synced", "true")
+    thread_url = chat.url
+
+    send(chat, "Tell me a long story")
+    chat.evaluate(HIDE_THE_TAB)
+    wait_done(bubble(chat, "assistant"), timeout=30_000)
+    chat.wait_for_function("window.__notifications.length > 0")
+    assert chat.evaluate("window.__notifications") == ["Assistant has replied"]
+    # The other tab's sidebar counts the reply as new; so does the sessions list.
+    badge = watcher.locator(".thread-item", has=watcher.locator(f'a[href$="{thread_url[-38:]}"]'))
+    expect(badge.locator(".unread-badge")).to_have_text("1 new")
+    watcher.goto("/")
+    expect(watcher.locator(".session-row .unread-badge")).to_have_text("1 new")
+    # Back on the thread: the new reply is marked, and then it is read.
+    watcher.goto(thread_url)
+    divider = watcher.get_by_role("separator").filter(has_text="New since you left")
+    expect(divider).to_be_visible()
+    expect(divider.locator("xpath=following-sibling::article[1]")).to_have_attribute(
+        "data-speaker", "assistant"
+    )
+    watcher.goto("/")
+    expect(watcher.locator(".session-row .unread-badge")).to_have_count(0)
+
+
+def test_notifications_are_asked_for_from_a_button_never_on_load(chat):
+    assert chat.evaluate("Notification.permission") == "default"
+    button = chat.get_by_role("button", name="Notify me")
+    expect(button).to_be_visible()
+    chat.context.grant_permissions(["notifications"])
+    button.click()
+    expect(button).to_be_hidden()

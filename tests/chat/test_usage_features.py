@@ -1,0 +1,175 @@
+"""Issue 15 on the server side: cost from the price table, search across a session's threads
+(PostgreSQL full-text or the plain scan), opening a thread at a message, the HTML export."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+
+import pytest
+from django.urls import reverse
+
+from apps.chat.models import Message, MessageStatus
+from apps.chat.records.threads import thread_create, thread_rename
+from apps.chat.search import search_session
+from apps.chat.selectors import PAGE_SIZE, session_usage, thread_usage
+from apps.providers.models import ModelPrice
+from apps.providers.pricing import PriceTable, format_money
+from bench.long_threads import thread_fill
+from tests.chat.test_long_threads import seqs_in
+
+pytestmark = pytest.mark.django_db
+
+
+def price(model="claude-sonnet-5", provider="anthropic", **rates):
+    values = {"input": "3", "output": "15", "cache_read": "0.30", "cache_write": "3.75", **rates}
+    return ModelPrice.objects.update_or_create(  # the shipped prices may be there already
+        provider=provider,
+        model=model,
+        defaults={f"{key}_per_mtok": Decimal(value) for key, value in values.items()},
+    )[0]
+
+
+def reply(thread, *, model="claude-sonnet-5", provider="anthropic", text="An answer.", **usage):
+    seq = thread.next_seq
+    thread.next_seq += 1
+    thread.save(update_fields=["next_seq"])
+    from django.utils import timezone
+
+    return Message.objects.create(
+        thread=thread, seq=seq, speaker="director", status=MessageStatus.DONE,
+        content=[{"type": "text", "text": text}], provider=provider, model=model,
+        usage={"input": 0, "output": 0, "cache_read": 0, "cache_write": 0, **usage},
+        finished_at=timezone.now(), duration_ms=4_200,
+    )  # fmt: skip
+
+
+def test_the_price_table_matches_by_longest_prefix_and_prices_every_token_kind():
+    price("claude-sonnet-5")
+    price("claude-sonnet-5-fast", input="6")
+    table = PriceTable()
+    assert table.price("anthropic", "claude-sonnet-5-20260301").input == Decimal("3")
+    assert table.price("anthropic", "claude-sonnet-5-fast-1").input == Decimal("6")
+    assert table.price("openai", "claude-sonnet-5") is None
+    usage = {"input": 1_000_000, "output": 100_000, "cache_read": 2_000_000, "cache_write": 0}
+    cost = table.cost("anthropic", "claude-sonnet-5", usage)
+    assert cost.amount == Decimal("3") + Decimal("1.5") + Decimal("0.6")
+    assert cost.cache_saved == Decimal("2") * (Decimal("3") - Decimal("0.30"))
+    assert format_money(Decimal("0.01234")) == "$0.0123"
+    assert format_money(Decimal("12.345")) == "$12.35"
+
+
+def test_session_and_thread_cost_follow_the_price_table_and_stored_usage(alice_thread, client):
+    price()
+    other = thread_create(session=alice_thread.session)
+    reply(alice_thread, input=1_000, output=500, cache_read=10_000, cache_write=2_000)
+    reply(other, input=2_000, output=1_000)
+    reply(other, model="mystery-1", input=5, output=5)  # no price: counted apart
+    # 1000*3 + 500*15 + 10000*0.3 + 2000*3.75 = 21,000 millionths; 2000*3 + 1000*15 = 21,000.
+    assert thread_usage(thread=alice_thread).cost == Decimal("0.021")
+    session = session_usage(session=alice_thread.session)
+    assert session.cost == Decimal("0.042") and session.unpriced == 1
+    assert (
+        session.cache_saved
+        == (Decimal(10_000) * Decimal("2.7") - Decimal(2_000) * Decimal("0.75")) / 1_000_000
+    )
+    client.force_login(alice_thread.session.owner)
+    page = client.get(reverse("chat:thread_detail", kwargs={"thread": alice_thread.public_id}))
+    html = page.content.decode()
+    assert "<dt>Cost</dt><dd" in html and "$0.0420" in html  # the session
+    assert 'id="thread-usage"' in html and "$0.0210" in html  # this thread
+    assert "<dt>Cache read / write</dt><dd>10000 / 2000</dd>" in html
+    # Each reply: how long it took, and its tokens and cost on hover.
+    assert "took 4.2 s" in html
+    assert "1,000 in · 500 out · 10,000 cache read · 2,000 cache write · cost $0.0210" in html
+
+
+def test_admin_usage_sums_cost_over_the_filter(admin_client, alice_thread):
+    price()
+    reply(alice_thread, input=1_000_000)
+    page = admin_client.get(reverse("admin:chat_messageusage_changelist")).content.decode()
+    assert 'id="usage-cost">$3.00<' in page
+
+
+def test_search_finds_words_in_any_case_and_by_prefix_across_threads(alice_thread, bob):
+    session = alice_thread.session
+    thread_rename(thread=alice_thread, label="Harbour")
+    other = thread_create(session=session)
+    reply(alice_thread, text="The HARBOUR at dawn, with <b>gulls</b>.")
+    reply(other, text="A market scene: harbourside stalls and gulls.")
+    reply(other, text="Nothing to see here.")
+    hits = search_session(session=session, query="harb GULLS")
+    assert {hit.message.thread_id for hit in hits} == {alice_thread.pk, other.pk}
+    first = next(hit for hit in hits if hit.message.thread_id == alice_thread.pk)
+    assert first.speaker == "Director"
+    assert (
+        "<mark>HARBOUR</mark>" in first.snippet and "&lt;b&gt;<mark>gulls</mark>" in first.snippet
+    )
+    assert search_session(session=session, query="   ") == []
+    assert search_session(session=session, query="zebra") == []
+    from apps.chat.records.sessions import session_create
+
+    bobs = session_create(owner=bob, name="Bob's")
+    reply(bobs.active_thread, text="harbour secrets")
+    assert all(
+        hit.message.thread.session_id == session.pk
+        for hit in search_session(session=session, query="harbour")
+    )
+
+
+def test_the_search_view_is_scoped_to_the_owner(client, alice_thread, bob):
+    reply(alice_thread, text="Lighthouse keeper")
+    url = reverse("chat:session_search", kwargs={"session": alice_thread.session.public_id})
+    client.force_login(bob)
+    assert client.get(url, {"q": "lighthouse"}).status_code == 404
+    client.force_login(alice_thread.session.owner)
+    html = client.get(url, {"q": "lighthouse"}).content.decode()
+    assert "<mark>Lighthouse</mark> keeper" in html and "?at=" in html
+
+
+def test_a_thread_opens_at_a_message_deep_inside_and_loads_later_ones(alice_thread, client):
+    messages = thread_fill(alice_thread, 2_000)
+    target = messages[299]  # seq 300
+    client.force_login(alice_thread.session.owner)
+    url = reverse("chat:thread_detail", kwargs={"thread": alice_thread.public_id})
+    html = client.get(url, {"at": str(target.public_id)}).content.decode()
+    shown = seqs_in(html)
+    assert shown == list(range(300 - PAGE_SIZE // 2 + 1, 300 + PAGE_SIZE // 2 + 1))
+    assert 'id="earlier"' in html and "/later/?after=" in html
+    assert 'data-latest-seq="2000"' in html
+    later = client.get(
+        reverse("chat:thread_later", kwargs={"thread": alice_thread.public_id}),
+        {"after": str(messages[349].public_id)},
+    ).content.decode()
+    assert seqs_in(later) == list(range(351, 351 + PAGE_SIZE))
+    assert f"after={messages[449].public_id}" in later
+    # A message near the end opens the latest page; a wrong id opens it too.
+    for at in (str(messages[-3].public_id), "nonsense"):
+        html = client.get(url, {"at": at}).content.decode()
+        assert seqs_in(html)[-1] == 2_000 and "/later/" not in html
+
+
+def test_the_html_export_is_one_self_contained_page(client, alice_thread, roles):
+    reply(alice_thread, text="**Bold** idea <script>alert(1)</script>\n\n```py\nx = 1\n```")
+    client.force_login(alice_thread.session.owner)
+    url = reverse("chat:thread_export", kwargs={"thread": alice_thread.public_id})
+    response = client.get(url, {"format": "html"})
+    assert response["Content-Type"].startswith("text/html")
+    assert response["Content-Disposition"].endswith('.html"')
+    html = response.content.decode()
+    assert "<strong>Bold</strong>" in html and "<script>" not in html
+    assert "&lt;script&gt;" in html and "Director" in html
+    director = next(role for role in roles if role.handle == "director")
+    assert f"--accent: {director.colour}" in html
+    assert "<link" not in html and "src=" not in html  # nothing to fetch: it opens offline
+    assert client.get(url, {"format": "pdf"}).status_code == 400
+
+
+def test_a_message_source_is_its_markdown_for_its_owner_only(client, alice_thread, bob):
+    message = reply(alice_thread, text="# Title\n\n- item")
+    url = reverse("chat:message_source", kwargs={"message": message.public_id})
+    client.force_login(bob)
+    assert client.get(url).status_code == 404
+    client.force_login(alice_thread.session.owner)
+    response = client.get(url)
+    assert response.content.decode() == "# Title\n\n- item"
+    assert response["Content-Type"].startswith("text/plain")
