@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 from django.conf import settings
+from django.db import connections
 from playwright.sync_api import expect
 
 from apps.chat.models import Message, MessageStatus, Session
@@ -30,6 +31,8 @@ def off_the_event_loop(function) -> None:
             function()
         except Exception as exc:  # re-raised in the test's thread
             errors.append(exc)
+        finally:  # a dead thread's connection never goes back to the pool
+            connections.close_all()
 
     worker = threading.Thread(target=run)
     worker.start()

@@ -11,6 +11,7 @@ import time
 
 import aiohttp
 import pytest
+from channels.db import database_sync_to_async
 
 from apps.chat.models import Message, MessageStatus
 from apps.chat.records.sessions import session_create, session_set_provider
@@ -67,13 +68,19 @@ def one_worker_and_web(topology: Topology, user, thread):
     return worker, web, cookie, FollowedTab(web, str(thread.public_id), cookie)
 
 
+def off_the_loop(function, *args, **kwargs):
+    """Await a blocking database call in a pool thread that closes its connection afterwards
+    (an executor thread that dies holding one takes it from the pool for good)."""
+    return database_sync_to_async(function, thread_sensitive=False)(*args, **kwargs)
+
+
 def run_with_reply(thread, scenario):
     """Run `scenario(reply)` (an async function given a callable that returns the reply's row
     once it exists) and return its result with the reply."""
     found: dict[str, Message] = {}
 
     async def run():
-        watcher = asyncio.ensure_future(asyncio.to_thread(reply_of, thread))
+        watcher = asyncio.ensure_future(off_the_loop(reply_of, thread))
         await asyncio.sleep(0)
         task = asyncio.ensure_future(scenario(lambda: found.get("reply")))
         found["reply"] = await watcher
@@ -206,7 +213,7 @@ def test_redis_restarting_empty_mid_stream_loses_no_word_and_the_worker_carries_
         try:
             await asyncio.wait_for(following, 60)
         except TimeoutError:
-            stored = await asyncio.to_thread(lambda: Message.objects.get(pk=current().pk))
+            stored = await off_the_loop(Message.objects.get, pk=current().pk)
             raise AssertionError(
                 f"reply {stored.status} with {len(stored.text.split())} words; tab closes "
                 f"{tab.closes}, reconnects {tab.reconnects}\n{topology.logs()}"

@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable
 
 from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
-from django.db import transaction
+from django.db import connections, transaction
 from redis.exceptions import RedisError
 
 from apps.chat.display.bubbles import (
@@ -64,11 +64,24 @@ def _send_on_commit(events_of: Callable[[], Iterable[tuple[str, dict]]]) -> None
             return
         # Committed from a thread that runs an event loop (an async test harness, a shell):
         # async_to_sync refuses to run there, so the announcement goes from a helper thread.
-        helper = threading.Thread(target=deliver, name="announce")
+        helper = threading.Thread(target=_closing_connections(deliver), name="announce")
         helper.start()
         helper.join(10)
 
     transaction.on_commit(send)
+
+
+def _closing_connections(function: Callable[[], None]) -> Callable[[], None]:
+    """A helper thread reads rows and then ends: a connection it kept open would never go
+    back to the pool (a dead thread's connection is lost to it, and the pool runs dry)."""
+
+    def run() -> None:
+        try:
+            function()
+        finally:
+            connections.close_all()
+
+    return run
 
 
 def publish_messages_added_on_commit(*, thread: Thread, messages: list[Message]) -> None:
