@@ -13,6 +13,7 @@ from django.db.models.functions import Cast, Coalesce
 from apps.chat.models import (
     IN_FLIGHT,
     Message,
+    MessageKind,
     QueuedMessage,
     Session,
     SessionRole,
@@ -305,6 +306,23 @@ def unread_replies(prefix: str = "") -> Count:
 def sessions_with_unread(*, user) -> QuerySet[Session]:
     """The user's sessions, each with `unread`: replies settled in its threads since seen."""
     return sessions_for_user(user=user).annotate(unread=unread_replies("threads__"))
+
+
+def session_unread(*, session_id: int) -> Session:
+    """One session with `unread` (its badge on the sessions list)."""
+    return Session.objects.annotate(unread=unread_replies("threads__")).get(pk=session_id)
+
+
+def turn_outcome(*, thread: Thread) -> list[Message]:
+    """The replies of the thread's latest turn, in order (what a finished turn tells)."""
+    turn = Turn.objects.filter(thread=thread).order_by("-pk").first()
+    if turn is None:
+        return []
+    return list(
+        Message.objects.filter(turn=turn, kind=MessageKind.CHAT, finished_at__isnull=False)
+        .only("seq", "speaker", "status")
+        .order_by("seq")
+    )
 
 
 def thread_tree(*, session: Session) -> list[tuple[Thread, int]]:

@@ -974,22 +974,55 @@
   document.addEventListener("parley:turn-settled", markSeen);
   document.addEventListener("visibilitychange", markSeen);
 
-  // Notifications: asked for only from the button, never on page load.
+})();
+
+// While you were away: every page of a signed-in person hears when one of their turns
+// finishes (the server appends a notice to #turn-notices over the socket). A hidden tab, or
+// a tab on another session, raises a browser notification; one per turn however many tabs
+// are open.
+(function () {
+  "use strict";
+  const notices = document.getElementById("turn-notices");
   const button = document.getElementById("notify-toggle");
+  const supported = "Notification" in window;
+  // Permission is asked for only from the button, never on page load.
   function showButton() {
-    if (!button || !("Notification" in window)) return;
-    button.hidden = Notification.permission !== "default";
+    if (button) button.hidden = !supported || Notification.permission !== "default";
   }
   showButton();
   if (button) button.addEventListener("click", function () {
     Notification.requestPermission().then(showButton);
   });
-  document.addEventListener("parley:turn-settled", function (evt) {
-    if (!document.hidden || !("Notification" in window) || Notification.permission !== "granted") return;
-    const title = document.querySelector(".chat-title");
-    const names = evt.detail.names.filter(function (n, i, all) { return all.indexOf(n) === i; });
-    new Notification(names.join(", ") + (names.length > 1 ? " have" : " has") + " replied", {
-      body: title ? title.textContent.trim() : "", tag: chat.dataset.thread,
+  if (!notices) return;
+
+  function firstToClaim(key) {
+    // Every open tab gets the notice; the first to note it in shared storage notifies.
+    try {
+      const claimed = JSON.parse(localStorage.getItem("parley-notified") || "[]");
+      if (claimed.indexOf(key) !== -1) return false;
+      claimed.push(key);
+      localStorage.setItem("parley-notified", JSON.stringify(claimed.slice(-50)));
+    } catch (err) { /* storage refused: notify anyway, the tag still folds duplicates */ }
+    return true;
+  }
+  function notify(notice) {
+    const chat = document.getElementById("chat");
+    const here = chat ? chat.dataset.session : "";
+    if (!supported || Notification.permission !== "granted") return;
+    if (!document.hidden && notice.session === here) return;  // the person is looking at it
+    if (!firstToClaim(notice.thread + ":" + notice.seq)) return;
+    const shown = new Notification(notice.title, { body: notice.body, tag: "parley-" + notice.thread });
+    shown.onclick = function () {
+      window.focus();
+      window.location.href = notice.url;
+      shown.close();
+    };
+  }
+  new MutationObserver(function () {
+    notices.querySelectorAll(".turn-notice").forEach(function (el) {
+      const notice = Object.assign({}, el.dataset);
+      el.remove();
+      notify(notice);
     });
-  });
+  }).observe(notices, { childList: true });
 })();

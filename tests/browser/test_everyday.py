@@ -114,9 +114,11 @@ def test_export_as_a_self_contained_html_page(chat, fast_demo, tmp_path):
 
 RECORD_NOTIFICATIONS = """
     window.__notifications = [];
+    window.__notificationBodies = [];
     const Real = window.Notification;
     window.Notification = function (title, options) {
         window.__notifications.push(title);
+        window.__notificationBodies.push((options || {}).body);
         return new Real(title, options);
     };
     Object.defineProperty(window.Notification, "permission", { get: () => Real.permission });
@@ -145,7 +147,7 @@ def test_a_turn_that_finishes_while_you_are_away_notifies_and_leaves_badges(chat
     chat.evaluate(HIDE_THE_TAB)
     wait_done(bubble(chat, "assistant"), timeout=30_000)
     chat.wait_for_function("window.__notifications.length > 0")
-    assert chat.evaluate("window.__notifications") == ["Assistant has replied"]
+    assert chat.evaluate("window.__notifications") == ["Assistant replied"]
     # The other tab's sidebar counts the reply as new; so does the sessions list.
     badge = watcher.locator(".thread-item", has=watcher.locator(f'a[href$="{thread_url[-38:]}"]'))
     expect(badge.locator(".unread-badge")).to_have_text("1 new")
@@ -159,7 +161,44 @@ def test_a_turn_that_finishes_while_you_are_away_notifies_and_leaves_badges(chat
         "data-speaker", "assistant"
     )
     watcher.goto("/")
-    expect(watcher.locator(".session-row .unread-badge")).to_have_count(0)
+    expect(watcher.locator(".session-row .unread-badge")).to_be_hidden()
+
+
+def test_a_turn_that_finishes_while_you_are_on_another_session_notifies_once_live(chat, slow_demo):
+    from apps.chat.records.sessions import session_create
+
+    chat.context.grant_permissions(["notifications"])
+    chat.context.add_init_script(RECORD_NOTIFICATIONS)  # every page of the browser
+    chat.reload()
+    elsewhere = session_create(owner=chat.session.owner, name="Lighthouse score")
+    sessions_page = chat.context.new_page()  # a second tab, on the sessions list
+    sessions_page.goto("/")
+    badge = sessions_page.locator(f"#unread-{chat.session.public_id}")
+    expect(badge).to_be_hidden()
+    thread_url = chat.url
+
+    send(chat, "Tell me a long story")
+    expect(bubble(chat, "assistant")).to_have_attribute("data-status", "streaming")
+    chat.goto(f"/t/{elsewhere.active_thread.public_id}/")  # on to another session meanwhile
+    expect(chat.locator("#sync-state")).to_have_attribute("data-synced", "true")
+    # Without a reload: the sessions list counts the reply; one of the two tabs notifies.
+    expect(badge).to_have_text("1 new", timeout=30_000)
+
+    def shown():
+        return chat.evaluate("window.__notifications") + sessions_page.evaluate(
+            "window.__notifications"
+        )
+
+    sessions_page.wait_for_function("!!localStorage.getItem('parley-notified')")
+    chat.wait_for_timeout(500)  # the other tab has had the same notice by now
+    assert shown() == ["Assistant replied"]
+    bodies = chat.evaluate("window.__notificationBodies") + sessions_page.evaluate(
+        "window.__notificationBodies"
+    )
+    assert len(bodies) == 1 and bodies[0].endswith(f" · {chat.session.name}")
+    # Reading the thread in one tab clears the badge in the other at once.
+    chat.goto(thread_url)
+    expect(badge).to_be_hidden()
 
 
 def test_notifications_are_asked_for_from_a_button_never_on_load(chat):

@@ -300,6 +300,7 @@ def queue_next(*, thread_id: int) -> PostedMessage | None:
             queued = QueuedMessage.objects.filter(thread=thread).first()
             if queued is None:
                 thread_autoname_from_replies(thread=thread)  # the turn has settled
+                events.publish_turn_finished_on_commit(thread=thread)
                 return None
             queued.delete()
             events.publish_thread_status_on_commit(thread=thread)

@@ -15,10 +15,12 @@ from apps.chat.models import NOTICE_SPEAKER, Message, MessageKind, MessageStatus
 from apps.chat.selectors import (
     round_state,
     session_links,
+    session_unread,
     session_usage,
     thread_queue,
     thread_tree,
     thread_usage,
+    turn_outcome,
     unread_replies,
 )
 from apps.providers.pricing import PriceTable, format_money
@@ -251,6 +253,36 @@ def render_unread_badge(thread_id: int) -> SafeString:
     the whole tree when many replies settle at once)."""
     item = Thread.objects.annotate(unread=unread_replies()).get(pk=thread_id)
     context = {"item": item, "oob": True}
+    return mark_safe(render_to_string("chat/_unread_badge.html", context))  # noqa: S308
+
+
+def render_turn_finished(thread: Thread) -> SafeString:
+    """For every tab of the thread's owner, whatever it shows: the session's badge on the
+    sessions list and, when the turn left replies unread, a notice the page may raise as a
+    browser notification (hidden tabs, tabs on another session)."""
+    session = session_unread(session_id=thread.session_id)
+    context: dict = {"item": session, "oob": True, "notice": None}
+    replies = turn_outcome(thread=thread)
+    unread = Thread.objects.annotate(unread=unread_replies()).get(pk=thread.pk).unread
+    if replies and unread:
+        roles = roles_by_handle({reply.speaker for reply in replies})
+        names = list(dict.fromkeys(speaker_name(r, roles.get(r.speaker)) for r in replies))
+        failed = [r for r in replies if r.status == MessageStatus.ERROR]
+        said = " and ".join([", ".join(names[:-1]), names[-1]] if len(names) > 1 else names)
+        context["notice"] = {
+            "session": session,
+            "thread": thread,
+            "seq": replies[-1].seq,
+            "title": f"{said} replied" + (f" — {len(failed)} failed" if failed else ""),
+            "body": f"{thread.label or 'Untitled chat'} · {session.name}",
+            "url": reverse("chat:thread_detail", kwargs={"thread": thread.public_id}),
+        }
+    return mark_safe(render_to_string("chat/_turn_finished.html", context))  # noqa: S308
+
+
+def render_session_unread_badge(session_id: int) -> SafeString:
+    """A session's unread count on the sessions list, as an out-of-band fragment."""
+    context = {"item": session_unread(session_id=session_id), "oob": True}
     return mark_safe(render_to_string("chat/_unread_badge.html", context))  # noqa: S308
 
 

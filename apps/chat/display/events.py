@@ -22,10 +22,12 @@ from apps.chat.display.bubbles import (
     bubble_fragments,
     removed_fragment,
     render_session_controls,
+    render_session_unread_badge,
     render_thread_label,
     render_thread_status,
     render_thread_tree,
     render_thread_usage,
+    render_turn_finished,
     render_unread_badge,
 )
 from apps.chat.models import Message, Session, Thread
@@ -36,12 +38,22 @@ SETTLED_SEQ = 2**31 - 1
 logger = logging.getLogger(__name__)
 
 
+def html_event(html: str) -> dict:
+    """A pre-rendered out-of-band fragment that is not a message, for every tab in a group."""
+    return {"type": "chat.html", "html": html}
+
+
 def thread_group(thread_public_id: uuid.UUID | str) -> str:
     return f"thread.{uuid.UUID(str(thread_public_id)).hex}"
 
 
 def session_group(session_public_id: uuid.UUID | str) -> str:
     return f"session.{uuid.UUID(str(session_public_id)).hex}"
+
+
+def user_group(user_id: int) -> str:
+    """Every open tab of one person, whatever page it shows."""
+    return f"user.{int(user_id)}"
 
 
 def _send_on_commit(events_of: Callable[[], Iterable[tuple[str, dict]]]) -> None:
@@ -114,7 +126,7 @@ def publish_message_replaced_on_commit(*, message: Message, seq: int) -> None:
 def publish_message_removed_on_commit(*, message: Message) -> None:
     """After commit, take a bubble out of every tab (a waiting reply that will not run)."""
     group, html = thread_group(message.thread.public_id), removed_fragment(message.public_id)
-    _send_on_commit(lambda: [(group, {"type": "chat.html", "html": html})])
+    _send_on_commit(lambda: [(group, html_event(html))])
 
 
 def removed_fragments(message_ids: list[str]) -> list[str]:
@@ -124,7 +136,7 @@ def removed_fragments(message_ids: list[str]) -> list[str]:
 def thread_status_event(*, thread_id: int) -> dict:
     """The thread's queue and auto-round line, read afresh."""
     thread = Thread.objects.select_related("session").get(pk=thread_id)
-    return {"type": "chat.html", "html": render_thread_status(thread)}
+    return html_event(render_thread_status(thread))
 
 
 def publish_thread_status_on_commit(*, thread: Thread) -> None:
@@ -140,7 +152,7 @@ def publish_thread_renamed_on_commit(*, thread: Thread) -> None:
     tab on the session, and in the title of the tabs on the thread itself."""
     _send_on_commit(
         lambda: [
-            (group, {"type": "chat.html", "html": render_thread_label(thread, variant)})
+            (group, html_event(render_thread_label(thread, variant)))
             for group, variant in (
                 (session_group(thread.session.public_id), "label"),
                 (thread_group(thread.public_id), "title"),
@@ -151,7 +163,7 @@ def publish_thread_renamed_on_commit(*, thread: Thread) -> None:
 
 def thread_tree_event(*, session_id: int) -> dict:
     """The session's thread tree with its unread counts, read afresh."""
-    return {"type": "chat.html", "html": render_thread_tree(Session.objects.get(pk=session_id))}
+    return html_event(render_thread_tree(Session.objects.get(pk=session_id)))
 
 
 def publish_thread_tree_on_commit(*, session_id: int) -> None:
@@ -168,7 +180,7 @@ def session_controls_event(*, session_id: int) -> dict:
     """The session's strip, role picker and addressing line, read afresh (settings, mutes or
     the sticky role may have changed while a reply streamed)."""
     session = Session.objects.select_related("credential").get(pk=session_id)
-    return {"type": "chat.html", "html": render_session_controls(session)}
+    return html_event(render_session_controls(session))
 
 
 def settled_reply_events(*, thread_id: int) -> list[tuple[str, dict]]:
@@ -178,12 +190,37 @@ def settled_reply_events(*, thread_id: int) -> list[tuple[str, dict]]:
     thread = Thread.objects.select_related("session__credential").get(pk=thread_id)
     session_html = render_session_controls(thread.session) + render_unread_badge(thread_id)
     return [
-        (session_group(thread.session.public_id), {"type": "chat.html", "html": session_html}),
+        (session_group(thread.session.public_id), html_event(session_html)),
         (
             thread_group(thread.public_id),
-            {"type": "chat.html", "html": render_thread_usage(thread)},
+            html_event(render_thread_usage(thread)),
         ),
     ]
+
+
+def publish_turn_finished_on_commit(*, thread: Thread) -> None:
+    """After commit, tell every tab of the thread's owner that its turn has finished."""
+
+    def events_of():
+        fresh = Thread.objects.select_related("session").get(pk=thread.pk)
+        html = render_turn_finished(fresh)
+        return [(user_group(fresh.session.owner_id), html_event(html))]
+
+    _send_on_commit(events_of)
+
+
+def publish_seen_on_commit(*, thread: Thread) -> None:
+    """After commit, clear what a read thread counted as unread: its badge in the sidebars of
+    the session's tabs, its session's on the owner's sessions lists."""
+
+    def events_of():
+        session = Session.objects.only("public_id", "owner_id").get(pk=thread.session_id)
+        return [
+            (session_group(session.public_id), html_event(render_unread_badge(thread.pk))),
+            (user_group(session.owner_id), html_event(render_session_unread_badge(session.pk))),
+        ]
+
+    _send_on_commit(events_of)
 
 
 def publish_session_controls_on_commit(*, session: Session) -> None:

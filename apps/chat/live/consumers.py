@@ -1,6 +1,10 @@
-"""The websocket of one open tab on one thread: forwards pre-rendered HTML, writes nothing.
+"""The websockets of open tabs: forward pre-rendered HTML, write nothing.
 
-Protocol: after connecting, the page sends {"type": "sync", "after_seq": N, "pending": [ids]}
+A tab on a thread has one socket (`ThreadConsumer`): the thread's, its session's and its
+owner's groups. Any other page of a signed-in person (the sessions list) has the owner's
+group only (`UserConsumer`): finished turns and the sessions' unread badges.
+
+Thread protocol: after connecting, the page sends {"type": "sync", "after_seq": N, "pending": [ids]}
 (the last sequence number it shows and the replies it shows as unfinished). The consumer then
 joins the thread's group, sends what the tab lacks — newer bubbles appended, unfinished ones
 replaced with their live text — and forwards events, dropping any delta the snapshot already
@@ -41,23 +45,27 @@ EPOCH_CHECK_SECONDS = 5.0
 SYNCED = '<div id="sync-state" hx-swap-oob="true" data-synced="true"></div>'
 
 
-class ThreadConsumer(AsyncWebsocketConsumer):
+class GroupSocket(AsyncWebsocketConsumer):
+    """A tab's socket on channel-layer groups: joins them once the owner is known, forwards
+    pre-rendered fragments, and reconnects the tab when Redis restarted empty."""
+
     async def connect(self) -> None:
-        self.thread: Thread | None = None
         self.groups_joined: list[str] = []
-        self.seen: dict[str, int] = {}  # message id -> last sequence number this tab has
-        self.last_sync = -SYNC_MIN_INTERVAL_SECONDS
         self.epoch = ""  # the Redis epoch when this tab joined its groups
         self.epoch_watch: asyncio.Task | None = None
-        user = self.scope.get("user")
+        self.user = self.scope.get("user")
         # Accept, then close with a 4xxx code: browsers and htmx do not retry those.
         await self.accept()
-        if user is None or not user.is_authenticated:
+        if self.user is None or not self.user.is_authenticated:
+            self.user = None
             await self.close(code=CLOSE_UNAUTHENTICATED)
-            return
-        self.thread = await self._owned_thread(user, self.scope["url_route"]["kwargs"]["thread"])
-        if self.thread is None:
-            await self.close(code=CLOSE_NOT_FOUND)
+
+    async def join(self, groups: list[str]) -> None:
+        self.epoch = await livestate.redis_epoch(livestate.async_client())
+        self.epoch_watch = asyncio.ensure_future(self._watch_epoch())
+        self.groups_joined = groups
+        for group in groups:
+            await self.channel_layer.group_add(group, self.channel_name)
 
     async def disconnect(self, code: int) -> None:
         if self.epoch_watch is not None:
@@ -67,6 +75,55 @@ class ThreadConsumer(AsyncWebsocketConsumer):
                 await self.channel_layer.group_discard(group, self.channel_name)
             except Exception:  # Redis is away; the group entry expires on its own
                 break
+
+    async def _watch_epoch(self) -> None:
+        """Redis restarted empty: the groups this tab joined are gone with it. Ask the page to
+        reconnect; it joins again and catches up exactly."""
+        while True:
+            await asyncio.sleep(EPOCH_CHECK_SECONDS)
+            try:
+                epoch = await livestate.redis_epoch(livestate.async_client())
+            except Exception as exc:  # Redis is away; look again
+                logger.debug("Could not read the Redis epoch: %s", exc)
+                continue
+            if epoch != self.epoch:
+                await self.close(code=CLOSE_RECONNECT)
+                return
+
+    async def chat_html(self, event: dict) -> None:
+        """A pre-rendered out-of-band fragment that is not a message (a thread's new name,
+        the session's controls, a finished turn)."""
+        await self.send(text_data=event["html"])
+
+
+class UserConsumer(GroupSocket):
+    """The socket of a page that shows no thread (the sessions list): what concerns the
+    person everywhere — a finished turn's notice, the sessions' unread badges."""
+
+    async def connect(self) -> None:
+        await super().connect()
+        if self.user is None:
+            return
+        try:
+            await self.join([events.user_group(self.user.pk)])
+        except RedisError as exc:
+            logger.warning("Could not join a tab's groups (%s); asking it to reconnect", exc)
+            await self.close(code=CLOSE_RECONNECT)
+
+
+class ThreadConsumer(GroupSocket):
+    async def connect(self) -> None:
+        self.thread: Thread | None = None
+        self.seen: dict[str, int] = {}  # message id -> last sequence number this tab has
+        self.last_sync = -SYNC_MIN_INTERVAL_SECONDS
+        await super().connect()
+        if self.user is None:
+            return
+        self.thread = await self._owned_thread(
+            self.user, self.scope["url_route"]["kwargs"]["thread"]
+        )
+        if self.thread is None:
+            await self.close(code=CLOSE_NOT_FOUND)
 
     async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
         """Only `sync` frames mean anything; anything malformed is ignored, never fatal."""
@@ -105,16 +162,15 @@ class ThreadConsumer(AsyncWebsocketConsumer):
             except ValueError:
                 continue
         if not self.groups_joined:
-            self.epoch = await livestate.redis_epoch(livestate.async_client())
-            self.epoch_watch = asyncio.ensure_future(self._watch_epoch())
             # Join before reading the snapshot: anything published after the read arrives
             # through the group, and whatever overlaps is dropped by its sequence number.
-            self.groups_joined = [
-                events.thread_group(thread.public_id),
-                events.session_group(thread.session.public_id),
-            ]
-            for group in self.groups_joined:
-                await self.channel_layer.group_add(group, self.channel_name)
+            await self.join(
+                [
+                    events.thread_group(thread.public_id),
+                    events.session_group(thread.session.public_id),
+                    events.user_group(thread.session.owner_id),
+                ]
+            )
         messages = await database_sync_to_async(messages_to_sync)(
             thread=thread, after_seq=after_seq, known=pending
         )
@@ -141,20 +197,6 @@ class ThreadConsumer(AsyncWebsocketConsumer):
         gone = set(pending) - {str(message.public_id) for message in messages}
         await self._send_frames([status["html"], *events.removed_fragments(sorted(gone))])
         await self.send(text_data=SYNCED)
-
-    async def _watch_epoch(self) -> None:
-        """Redis restarted empty: the groups this tab joined are gone with it. Ask the page to
-        reconnect; it joins again and catches up exactly."""
-        while True:
-            await asyncio.sleep(EPOCH_CHECK_SECONDS)
-            try:
-                epoch = await livestate.redis_epoch(livestate.async_client())
-            except Exception as exc:  # Redis is away; look again
-                logger.debug("Could not read the Redis epoch: %s", exc)
-                continue
-            if epoch != self.epoch:
-                await self.close(code=CLOSE_RECONNECT)
-                return
 
     async def _send_frames(self, texts: list[str]) -> None:
         for text in texts:
@@ -186,11 +228,6 @@ class ThreadConsumer(AsyncWebsocketConsumer):
             return
         self.seen[message_id] = seq
         await self._send_frames(frames.pack(event["fragments"]))
-
-    async def chat_html(self, event: dict) -> None:
-        """A pre-rendered out-of-band fragment that is not a message (a thread's new name,
-        the session's controls)."""
-        await self.send(text_data=event["html"])
 
     async def _resync(self, message_id: str) -> None:
         """A delta went missing (the layer dropped it): replace the bubble from the live tail."""

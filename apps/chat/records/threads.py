@@ -45,7 +45,8 @@ def thread_mark_seen(*, thread: Thread, seq: int | None = None) -> int:
     # Read afresh: the caller's row may predate the messages it is marking.
     latest = Thread.objects.values_list("next_seq", flat=True).get(pk=thread.pk) - 1
     seen = latest if seq is None else max(0, min(seq, latest))
-    Thread.objects.filter(pk=thread.pk, seen_seq__lt=seen).update(seen_seq=seen)
+    if Thread.objects.filter(pk=thread.pk, seen_seq__lt=seen).update(seen_seq=seen):
+        events.publish_seen_on_commit(thread=thread)  # other tabs' badges go too
     return before
 
 
