@@ -6,7 +6,7 @@ import threading
 
 import pytest
 from django.conf import settings as django_settings
-from django.db import connection
+from django.db import connection, connections
 
 from apps.chat.council.posting import message_post
 from apps.chat.council.requests import request_for_reply
@@ -48,8 +48,11 @@ def test_two_hundred_concurrent_streams_on_one_worker_finish_exact(
     done = threading.Event()
 
     def watch_connections() -> None:
-        while not done.wait(0.25):
-            peak[0] = max(peak[0], server_connections())
+        try:
+            while not done.wait(0.25):
+                peak[0] = max(peak[0], server_connections())
+        finally:  # a dead thread's connection never goes back to the pool
+            connections.close_all()
 
     watcher = threading.Thread(target=watch_connections, daemon=True)
     if on_postgres:
