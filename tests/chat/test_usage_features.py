@@ -116,6 +116,24 @@ def test_search_finds_words_in_any_case_and_by_prefix_across_threads(alice_threa
     )
 
 
+def test_on_postgresql_the_search_looks_words_up_in_an_index(db):
+    from django.db import connection, transaction
+
+    from apps.chat.search import full_text_matches
+
+    with connection.cursor() as cursor:
+        if connection.vendor != "postgresql":  # SQLite searches by a scan: no index is made
+            cursor.execute("SELECT name FROM sqlite_master WHERE type = 'index'")
+            assert "chat_message_search_simple" not in {row[0] for row in cursor.fetchall()}
+            return
+    with transaction.atomic(), connection.cursor() as cursor:
+        # A tiny table is read whole; without that option, only an index that matches the
+        # query's expression exactly can answer it.
+        cursor.execute("SET LOCAL enable_seqscan = off")
+        plan = full_text_matches(Message.objects.all(), ["harb", "gulls"]).explain()
+    assert "chat_message_search_simple" in plan, plan
+
+
 def test_the_search_view_is_scoped_to_the_owner(client, alice_thread, bob):
     reply(alice_thread, text="Lighthouse keeper")
     url = reverse("chat:session_search", kwargs={"session": alice_thread.session.public_id})
