@@ -54,3 +54,19 @@ def test_pages_show_the_counts_and_where_the_new_ones_start(client, alice_thread
     assert client.post(seen, {"seq": "99"}).status_code == 204
     client.force_login(bob)
     assert client.post(seen, {"seq": "1"}).status_code == 404
+
+
+def test_a_finished_turns_notice_escapes_names_and_says_nothing_when_all_is_read(alice_thread):
+    from apps.chat.display.bubbles import render_turn_finished
+    from apps.chat.records.threads import thread_rename
+
+    hostile = '"><img src=x onerror=alert(1)>'
+    thread_rename(thread=alice_thread, label=hostile)
+    say(alice_thread, "hello")
+    html = render_turn_finished(Thread.objects.get(pk=alice_thread.pk))
+    assert 'class="turn-notice"' in html and "<img" not in html
+    assert "&quot;&gt;&lt;img src=x onerror=alert(1)&gt;" in html
+    thread_mark_seen(thread=alice_thread)
+    html = render_turn_finished(Thread.objects.get(pk=alice_thread.pk))
+    assert "turn-notice" not in html  # read already: no notification, the badge hidden
+    assert f'id="unread-{alice_thread.session.public_id}"' in html and " hidden " in html
