@@ -983,15 +983,20 @@
 (function () {
   "use strict";
   const notices = document.getElementById("turn-notices");
-  const button = document.getElementById("notify-toggle");
+  // One in the top bar, one in the account menu for phones.
+  const buttons = document.querySelectorAll(".notify-toggle");
   const supported = "Notification" in window;
-  // Permission is asked for only from the button, never on page load.
-  function showButton() {
-    if (button) button.hidden = !supported || Notification.permission !== "default";
+  // Permission is asked for only from a button, never on page load.
+  function showButtons() {
+    buttons.forEach(function (button) {
+      button.hidden = !supported || Notification.permission !== "default";
+    });
   }
-  showButton();
-  if (button) button.addEventListener("click", function () {
-    Notification.requestPermission().then(showButton);
+  showButtons();
+  buttons.forEach(function (button) {
+    button.addEventListener("click", function () {
+      Notification.requestPermission().then(showButtons);
+    });
   });
   if (!notices) return;
 

@@ -203,7 +203,13 @@ def test_a_turn_that_finishes_while_you_are_on_another_session_notifies_once_liv
 
 def test_notifications_are_asked_for_from_a_button_never_on_load(chat):
     assert chat.evaluate("Notification.permission") == "default"
+    chat.set_viewport_size({"width": 390, "height": 844})  # a phone: in the account menu
     button = chat.get_by_role("button", name="Notify me")
+    expect(button).to_be_hidden()
+    chat.locator(".account-menu > summary").click()
+    expect(button).to_be_visible()
+    chat.locator(".account-menu > summary").click()
+    chat.set_viewport_size({"width": 1280, "height": 800})
     expect(button).to_be_visible()
     chat.context.grant_permissions(["notifications"])
     button.click()
