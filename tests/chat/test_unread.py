@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from django.urls import reverse
 
-from apps.chat.models import Thread
+from apps.chat.models import Message, MessageStatus, Thread
 from apps.chat.records.threads import thread_create, thread_mark_seen
 from apps.chat.selectors import sessions_with_unread, thread_tree
 from tests.chat.test_threads import say as posted
@@ -62,9 +62,11 @@ def test_a_finished_turns_notice_escapes_names_and_says_nothing_when_all_is_read
 
     hostile = '"><img src=x onerror=alert(1)>'
     thread_rename(thread=alice_thread, label=hostile)
-    say(alice_thread, "hello")
+    reply = say(alice_thread, "hello").replies[0]
+    Message.objects.filter(pk=reply.pk).update(status=MessageStatus.INTERRUPTED)
     html = render_turn_finished(Thread.objects.get(pk=alice_thread.pk))
     assert 'class="turn-notice"' in html and "<img" not in html
+    assert ' replied — 1 stopped"' in html  # a stopped reply is not said to have answered
     assert "&quot;&gt;&lt;img src=x onerror=alert(1)&gt;" in html
     thread_mark_seen(thread=alice_thread)
     html = render_turn_finished(Thread.objects.get(pk=alice_thread.pk))

@@ -267,13 +267,20 @@ def render_turn_finished(thread: Thread) -> SafeString:
     if replies and unread:
         roles = roles_by_handle({reply.speaker for reply in replies})
         names = list(dict.fromkeys(speaker_name(r, roles.get(r.speaker)) for r in replies))
-        failed = [r for r in replies if r.status == MessageStatus.ERROR]
         said = " and ".join([", ".join(names[:-1]), names[-1]] if len(names) > 1 else names)
+        unfinished = [
+            f"{count} {label}"
+            for status, label in (
+                (MessageStatus.ERROR, "failed"),
+                (MessageStatus.INTERRUPTED, "stopped"),
+            )
+            if (count := sum(r.status == status for r in replies))
+        ]
         context["notice"] = {
             "session": session,
             "thread": thread,
             "seq": replies[-1].seq,
-            "title": f"{said} replied" + (f" — {len(failed)} failed" if failed else ""),
+            "title": f"{said} replied" + (f" — {', '.join(unfinished)}" if unfinished else ""),
             "body": f"{thread.label or 'Untitled chat'} · {session.name}",
             "url": reverse("chat:thread_detail", kwargs={"thread": thread.public_id}),
         }
