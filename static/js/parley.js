@@ -2,6 +2,14 @@
 (function () {
   "use strict";
 
+  // Sticky things sit just under the top bar, whatever its height (fonts, a phone's layout).
+  const topbar = document.querySelector(".topbar");
+  if (topbar && "ResizeObserver" in window) {
+    new ResizeObserver(function () {
+      document.documentElement.style.setProperty("--topbar-height", topbar.getBoundingClientRect().height + "px");
+    }).observe(topbar);
+  }
+
   // Let htmx swap 422 responses: the composer comes back with the error and the typed text.
   htmx.config.responseHandling = [
     { code: "204", swap: false },
@@ -146,23 +154,31 @@
     if (area.dataset.userSized) return;
     area.style.height = "auto";
     area.style.height = Math.min(area.scrollHeight, window.innerHeight * 0.4) + "px";
-    area.dataset.autoHeight = area.offsetHeight;
   }
+  // A press on the box that ends with another height was a drag of its resize grip.
   let userHeight = null;
+  let pressHeight = null;
+  document.addEventListener("pointerdown", function (evt) {
+    pressHeight = evt.target.id === "composer-text" ? evt.target.offsetHeight : null;
+  });
   document.addEventListener("pointerup", function () {
     const area = document.getElementById("composer-text");
-    if (area && area.dataset.autoHeight && Math.abs(area.offsetHeight - area.dataset.autoHeight) > 2) {
+    if (area && pressHeight !== null && Math.abs(area.offsetHeight - pressHeight) > 2) {
       area.dataset.userSized = "1";
-      userHeight = area.style.height;
+      userHeight = area.style.height || area.offsetHeight + "px";
     }
+    pressHeight = null;
   });
-  document.addEventListener("htmx:afterSwap", function (evt) {
+  // The new composer keeps the dragged size: marked at the swap (so nothing grows it), sized
+  // after the settle (htmx settles the `style` attribute to the new markup's).
+  function keepUserHeight() {
     const area = document.getElementById("composer-text");
-    if (area && userHeight && evt.detail.target && evt.detail.target.id === "composer") {
-      area.dataset.userSized = "1";
-      area.style.height = userHeight;  // the new composer keeps the dragged size
-    }
-  });
+    if (!area || !userHeight) return;
+    area.dataset.userSized = "1";
+    if (area.style.height !== userHeight) area.style.height = userHeight;
+  }
+  document.addEventListener("htmx:afterSwap", keepUserHeight);
+  document.addEventListener("htmx:afterSettle", keepUserHeight);
 
   // Stop shows only while something in the thread runs: a reply waiting or streaming, or
   // queued messages and auto-rounds still to come.
@@ -977,7 +993,7 @@
 })();
 
 // While you were away: every page of a signed-in person hears when one of their turns
-// finishes (the server appends a notice to #turn-notices over the socket). A hidden tab, or
+// finishes (the server appends a notice, and the session's badge, to #turn-notices). A hidden tab, or
 // a tab on another session, raises a browser notification; one per turn however many tabs
 // are open.
 (function () {
@@ -1024,6 +1040,13 @@
     };
   }
   new MutationObserver(function () {
+    // A session's badge: only a page that shows it (the sessions list) has one to replace.
+    notices.querySelectorAll(".badge-update").forEach(function (el) {
+      const badge = el.firstElementChild;
+      const shown = badge && document.getElementById(badge.id);
+      if (shown) shown.replaceWith(badge);
+      el.remove();
+    });
     notices.querySelectorAll(".turn-notice").forEach(function (el) {
       const notice = Object.assign({}, el.dataset);
       el.remove();

@@ -73,6 +73,46 @@ def test_stop_shows_only_while_something_runs(chat, slow_demo):
     expect(stop).to_be_hidden()
 
 
+def test_a_long_replys_header_stays_in_view_while_you_read_it(chat, fast_demo):
+    chat.set_viewport_size({"width": 1280, "height": 520})
+    send(chat, "A long answer, please")
+    wait_done(bubble(chat, "assistant"))
+    send(chat, "And another")  # something below, so the first can scroll past the top
+    wait_done(bubble(chat, "assistant").nth(1))
+    first = bubble(chat, "assistant").first
+    first.evaluate(
+        "el => window.scrollTo(0, window.scrollY + el.getBoundingClientRect().top + 150)"
+    )
+    reply_top = first.evaluate("el => el.getBoundingClientRect().top")
+    head = first.locator(".msg-head")
+    head_top = head.evaluate("el => el.getBoundingClientRect().top")
+    bar_bottom = chat.locator(".topbar").evaluate("el => el.getBoundingClientRect().bottom")
+    assert reply_top < 0, "the reply's top has scrolled out of view"
+    assert abs(head_top - bar_bottom) <= 0.5, (head_top, bar_bottom)  # held under the top bar
+    expect(head.get_by_text("Assistant")).to_be_in_viewport()
+
+
+def test_the_composer_resizes_by_dragging_keeps_its_size_and_turns_autofill_away(chat, fast_demo):
+    box = chat.get_by_role("combobox", name="Message", exact=True)
+    assert box.get_attribute("autocomplete") == "off"
+    for attribute in ("data-1p-ignore", "data-lpignore", "data-bwignore"):
+        assert box.get_attribute(attribute) is not None, attribute
+    before = box.bounding_box()
+    chat.mouse.move(before["x"] + before["width"] - 3, before["y"] + before["height"] - 3)
+    chat.mouse.down()  # the resize grip in the bottom right corner
+    chat.mouse.move(
+        before["x"] + before["width"] - 3, before["y"] + before["height"] + 117, steps=5
+    )
+    chat.mouse.up()
+    dragged = box.bounding_box()["height"]
+    assert dragged > before["height"] + 80, (before["height"], dragged)
+    send(chat, "Does the box keep its size?")
+    wait_done(bubble(chat, "assistant"))
+    assert abs(box.bounding_box()["height"] - dragged) <= 2
+    box.fill("a short line")  # typing does not shrink a box sized by hand
+    assert abs(box.bounding_box()["height"] - dragged) <= 2
+
+
 def test_search_opens_a_deep_message_of_a_long_thread_highlighted(chat):
     from apps.chat.records.threads import thread_create, thread_rename
 
@@ -169,6 +209,8 @@ def test_a_turn_that_finishes_while_you_are_on_another_session_notifies_once_liv
 
     chat.context.grant_permissions(["notifications"])
     chat.context.add_init_script(RECORD_NOTIFICATIONS)  # every page of the browser
+    errors: list[str] = []
+    chat.on("console", lambda message: message.type == "error" and errors.append(message.text))
     chat.reload()
     elsewhere = session_create(owner=chat.session.owner, name="Lighthouse score")
     sessions_page = chat.context.new_page()  # a second tab, on the sessions list
@@ -199,6 +241,7 @@ def test_a_turn_that_finishes_while_you_are_on_another_session_notifies_once_liv
     # Reading the thread in one tab clears the badge in the other at once.
     chat.goto(thread_url)
     expect(badge).to_be_hidden()
+    assert errors == []  # a thread page has no session badge: nothing is swapped into nothing
 
 
 def test_notifications_are_asked_for_from_a_button_never_on_load(chat):

@@ -70,5 +70,5 @@ def test_a_finished_turns_notice_escapes_names_and_says_nothing_when_all_is_read
     assert "&quot;&gt;&lt;img src=x onerror=alert(1)&gt;" in html
     thread_mark_seen(thread=alice_thread)
     html = render_turn_finished(Thread.objects.get(pk=alice_thread.pk))
-    assert "turn-notice" not in html  # read already: no notification, the badge hidden
+    assert 'class="turn-notice"' not in html  # read already: no notification, the badge hidden
     assert f'id="unread-{alice_thread.session.public_id}"' in html and " hidden " in html

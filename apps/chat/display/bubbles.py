@@ -261,7 +261,7 @@ def render_turn_finished(thread: Thread) -> SafeString:
     sessions list and, when the turn left replies unread, a notice the page may raise as a
     browser notification (hidden tabs, tabs on another session)."""
     session = session_unread(session_id=thread.session_id)
-    context: dict = {"item": session, "oob": True, "notice": None}
+    context: dict = {"item": session, "notice": None}
     replies = turn_outcome(thread=thread)
     unread = Thread.objects.annotate(unread=unread_replies()).get(pk=thread.pk).unread
     if replies and unread:
@@ -284,13 +284,13 @@ def render_turn_finished(thread: Thread) -> SafeString:
             "body": f"{thread.label or 'Untitled chat'} · {session.name}",
             "url": reverse("chat:thread_detail", kwargs={"thread": thread.public_id}),
         }
-    return mark_safe(render_to_string("chat/_turn_finished.html", context))  # noqa: S308
+    return mark_safe(render_to_string("chat/_owner_update.html", context))  # noqa: S308
 
 
 def render_session_unread_badge(session_id: int) -> SafeString:
-    """A session's unread count on the sessions list, as an out-of-band fragment."""
-    context = {"item": session_unread(session_id=session_id), "oob": True}
-    return mark_safe(render_to_string("chat/_unread_badge.html", context))  # noqa: S308
+    """A session's unread count, for the sessions list of every page of its owner."""
+    context = {"item": session_unread(session_id=session_id), "notice": None}
+    return mark_safe(render_to_string("chat/_owner_update.html", context))  # noqa: S308
 
 
 def render_thread_usage(thread: Thread) -> SafeString:
