@@ -222,6 +222,9 @@
   // the server has answered that one (htmx would drop it).
   function submitComposer(form) {
     if (composerSent !== null) { sendAfterSwap = true; return; }
+    // A composer swapped in a moment ago is wired up only when htmx settles it (20 ms on):
+    // an Enter before that would send nothing.
+    htmx.process(form);
     htmx.trigger(form, "submit");
   }
   document.addEventListener("submit", function (evt) {

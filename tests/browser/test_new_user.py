@@ -116,6 +116,22 @@ def test_a_second_message_sent_before_the_first_is_answered_is_not_dropped(chat,
     expect(box).to_have_value("")
 
 
+def test_enter_right_after_the_composer_is_replaced_still_sends(chat, fast_demo):
+    """The server's answer replaces the composer; htmx wires the new one up only when it
+    settles. An Enter in between must send, not vanish."""
+    chat.evaluate("htmx.config.defaultSettleDelay = 1500")  # widen the window to see it
+    box = chat.get_by_role("combobox", name="Message", exact=True)
+    chat.locator("#composer").evaluate("form => { form.dataset.old = '1'; }")
+    box.fill("first of two")
+    box.press("Enter")
+    chat.wait_for_function("!document.querySelector('#composer[data-old]')")  # swapped
+    box.fill("second of two")
+    box.press("Enter")  # within the settle window
+    users = chat.locator("#transcript article[data-speaker=user]")
+    expect(users).to_have_count(2, timeout=20_000)
+    expect(users.last).to_contain_text("second of two")
+
+
 @pytest.mark.parametrize("width", [1280, 390])
 def test_the_settings_dialog_fits_with_close_and_the_apply_choice_in_view(chat, slow_demo, width):
     chat.set_viewport_size({"width": width, "height": 800})
