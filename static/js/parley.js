@@ -1019,28 +1019,39 @@
   });
   if (!notices) return;
 
-  function firstToClaim(key) {
-    // Every open tab gets the notice; the first to note it in shared storage notifies.
+  // Every open tab gets the notice; one notifies. A Web Lock taken without waiting decides
+  // between tabs that hear it together (localStorage reaches other tabs only eventually) and
+  // is held a while; the stored list catches a tab that hears it later.
+  function claimedBefore(key) {
     try {
       const claimed = JSON.parse(localStorage.getItem("parley-notified") || "[]");
-      if (claimed.indexOf(key) !== -1) return false;
+      if (claimed.indexOf(key) !== -1) return true;
       claimed.push(key);
       localStorage.setItem("parley-notified", JSON.stringify(claimed.slice(-50)));
-    } catch (err) { /* storage refused: notify anyway, the tag still folds duplicates */ }
-    return true;
+    } catch (err) { /* storage refused: the notification's tag still folds duplicates */ }
+    return false;
+  }
+  function once(key, show) {
+    if (!navigator.locks) { if (!claimedBefore(key)) show(); return; }
+    navigator.locks.request("parley-notify:" + key, { ifAvailable: true }, function (lock) {
+      if (!lock || claimedBefore(key)) return undefined;
+      show();
+      return new Promise(function (release) { setTimeout(release, 10000); });
+    });
   }
   function notify(notice) {
     const chat = document.getElementById("chat");
     const here = chat ? chat.dataset.session : "";
     if (!supported || Notification.permission !== "granted") return;
     if (!document.hidden && notice.session === here) return;  // the person is looking at it
-    if (!firstToClaim(notice.thread + ":" + notice.seq)) return;
-    const shown = new Notification(notice.title, { body: notice.body, tag: "parley-" + notice.thread });
-    shown.onclick = function () {
-      window.focus();
-      window.location.href = notice.url;
-      shown.close();
-    };
+    once(notice.thread + ":" + notice.seq, function () {
+      const shown = new Notification(notice.title, { body: notice.body, tag: "parley-" + notice.thread });
+      shown.onclick = function () {
+        window.focus();
+        window.location.href = notice.url;
+        shown.close();
+      };
+    });
   }
   new MutationObserver(function () {
     // A session's badge: only a page that shows it (the sessions list) has one to replace.

@@ -244,6 +244,29 @@ def test_a_turn_that_finishes_while_you_are_on_another_session_notifies_once_liv
     assert errors == []  # a thread page has no session badge: nothing is swapped into nothing
 
 
+def test_tabs_that_hear_a_notice_at_the_same_moment_notify_once(chat):
+    chat.context.grant_permissions(["notifications"])
+    chat.context.add_init_script(RECORD_NOTIFICATIONS)
+    pages = [chat] + [chat.context.new_page() for _ in range(3)]
+    for page in pages:
+        page.goto("/")
+    at = chat.evaluate("Date.now() + 1500")
+    notice = (
+        '<div class="turn-notice" data-session="s" data-thread="t" data-seq="7" '
+        'data-title="Director replied" data-body="Plan · Film" data-url="/"></div>'
+    )
+    for page in pages:  # each appends the same notice at the same instant, as the sockets do
+        page.evaluate(
+            """([at, html]) => setTimeout(() => {
+                document.getElementById("turn-notices").insertAdjacentHTML("beforeend", html);
+            }, at - Date.now())""",
+            [at, notice],
+        )
+    chat.wait_for_timeout(2500)
+    shown = [title for page in pages for title in page.evaluate("window.__notifications")]
+    assert shown == ["Director replied"]
+
+
 def test_notifications_are_asked_for_from_a_button_never_on_load(chat):
     assert chat.evaluate("Notification.permission") == "default"
     chat.set_viewport_size({"width": 390, "height": 844})  # a phone: in the account menu
