@@ -1,7 +1,11 @@
 import uuid
+from typing import TYPE_CHECKING
 
 from django.conf import settings
 from django.db import models
+
+if TYPE_CHECKING:
+    from apps.roles.models import Role
 
 
 class AddressingMode(models.TextChoices):
@@ -368,3 +372,12 @@ class MessageUsage(Message):
         proxy = True
         verbose_name = "usage record"
         verbose_name_plural = "usage"
+
+
+def speaker_name(message: "Message", role: "Role | None") -> str:
+    """How a page names who wrote a message (`role`: the role its speaker handle names)."""
+    if message.is_user:
+        return "You"
+    if message.speaker == NOTICE_SPEAKER:
+        return "Parley"
+    return role.display_name if role else message.speaker

@@ -13,8 +13,8 @@ from django.db.models import Func, QuerySet, TextField
 from django.utils.html import escape
 from django.utils.safestring import SafeString, mark_safe
 
-from apps.chat.models import NOTICE_SPEAKER, USER_SPEAKER, Message, Session
-from apps.roles.models import Role
+from apps.chat.models import Message, Session, speaker_name
+from apps.roles.selectors import roles_by_handle
 
 MAX_RESULTS = 50
 SNIPPET_CHARS = 160
@@ -57,11 +57,12 @@ def search_session(*, session: Session, query: str) -> list[SearchHit]:
                 found.append(message)
                 if len(found) == MAX_RESULTS:
                     break
-    names = dict(Role.objects.values_list("handle", "display_name"))
-    names.update({USER_SPEAKER: "You", NOTICE_SPEAKER: "Parley"})
+    roles = roles_by_handle({message.speaker for message in found})
     return [
         SearchHit(
-            message, snippet(message.text, terms), names.get(message.speaker, message.speaker)
+            message,
+            snippet(message.text, terms),
+            speaker_name(message, roles.get(message.speaker)),
         )
         for message in found
     ]

@@ -843,18 +843,16 @@
         announcer.textContent = "";
         setTimeout(function () { announcer.textContent = line; }, 30);
       }
-      if (before && before !== now && (now === "done" || now === "error" || now === "interrupted")) {
-        settled.push(name);
-      }
+      if (before && (now === "done" || now === "error" || now === "interrupted")) settled = true;
     });
-    // Every reply of the turn has settled: say so to whoever listens (notifications).
-    if (settled.length && !document.querySelector(
+    // Every reply of the turn has settled: the page marks what it shows as seen.
+    if (settled && !document.querySelector(
       "#transcript article[data-status=streaming], #transcript article[data-status=queued]")) {
-      document.dispatchEvent(new CustomEvent("parley:turn-settled", { detail: { names: settled.slice() } }));
-      settled.length = 0;
+      document.dispatchEvent(new CustomEvent("parley:turn-settled"));
+      settled = false;
     }
   }
-  const settled = [];
+  let settled = false;
   if (announcer) {
     scanReplies(false);
     document.addEventListener("htmx:wsAfterMessage", function () { scanReplies(true); });

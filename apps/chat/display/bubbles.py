@@ -11,7 +11,13 @@ from django.utils.safestring import SafeString, mark_safe
 
 from apps.chat.display import frames
 from apps.chat.display.markdown import render_markdown
-from apps.chat.models import NOTICE_SPEAKER, Message, MessageKind, MessageStatus, Thread
+from apps.chat.models import (
+    Message,
+    MessageKind,
+    MessageStatus,
+    Thread,
+    speaker_name,
+)
 from apps.chat.selectors import (
     round_state,
     session_links,
@@ -58,14 +64,6 @@ def tool_activity(message: Message) -> tuple[list[dict], list[dict]]:
             text = " ".join(str(arguments.get("message", "")).split())
             suggestions.append({"handle": handle, "prefill": f"@{handle} {text}".strip()})
     return activity, suggestions
-
-
-def speaker_name(message: Message, role: Role | None) -> str:
-    if message.is_user:
-        return "You"
-    if message.speaker == NOTICE_SPEAKER:
-        return "Parley"
-    return role.display_name if role else message.speaker
 
 
 def shown_text(message: Message) -> str:

@@ -9,9 +9,9 @@ from django.template.loader import render_to_string
 from django.utils import timezone
 
 from apps.chat.council.requests import message_block_text
-from apps.chat.display.bubbles import shown_text, speaker_name
+from apps.chat.display.bubbles import shown_text
 from apps.chat.display.markdown import render_markdown
-from apps.chat.models import Thread
+from apps.chat.models import Thread, speaker_name
 from apps.chat.selectors import speaker_names, transcript_messages
 from apps.roles.selectors import roles_by_handle
 
