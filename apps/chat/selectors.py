@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from decimal import Decimal
+from typing import TYPE_CHECKING
 
 from django.conf import settings
 from django.db.models import Avg, Count, F, IntegerField, Q, QuerySet, Sum
@@ -23,6 +24,14 @@ from apps.chat.models import (
 )
 from apps.providers.pricing import USAGE_KEYS, PriceTable, format_money
 from apps.roles.models import Role
+
+if TYPE_CHECKING:
+    from typing import TypedDict
+
+    from django_stubs_ext import WithAnnotations
+
+    class Unread(TypedDict):
+        unread: int
 
 
 def session_links(*, session: Session) -> list[SessionRole]:
@@ -269,22 +278,22 @@ def usage_cost(replies: QuerySet[Message]) -> dict:
     return {"cost": cost, "cache_saved": saved, "unpriced": unpriced}
 
 
-def session_usage(*, session: Session) -> UsageSummary:
-    """Token counts, timings and cost over the session's finished replies."""
-    return usage_totals(
-        Message.objects.filter(thread__session=session, kind="chat", finished_at__isnull=False)
+def _finished_replies(**scope) -> QuerySet[Message]:
+    return (
+        Message.objects.filter(**scope, kind="chat", finished_at__isnull=False)
         .exclude(speaker="user")
         .order_by()
     )
+
+
+def session_usage(*, session: Session) -> UsageSummary:
+    """Token counts, timings and cost over the session's finished replies."""
+    return usage_totals(_finished_replies(thread__session=session))
 
 
 def thread_usage(*, thread: Thread) -> UsageSummary:
     """The same over one thread's own finished replies (not those it inherits)."""
-    return usage_totals(
-        Message.objects.filter(thread=thread, kind="chat", finished_at__isnull=False)
-        .exclude(speaker="user")
-        .order_by()
-    )
+    return usage_totals(_finished_replies(thread=thread))
 
 
 def unread_replies(prefix: str = "") -> Count:
@@ -306,6 +315,11 @@ def unread_replies(prefix: str = "") -> Count:
 def sessions_with_unread(*, user) -> QuerySet[Session]:
     """The user's sessions, each with `unread`: replies settled in its threads since seen."""
     return sessions_for_user(user=user).annotate(unread=unread_replies("threads__"))
+
+
+def thread_unread(*, thread_id: int) -> WithAnnotations[Thread, Unread]:
+    """One thread with `unread` (its badge in the sidebars)."""
+    return Thread.objects.annotate(unread=unread_replies()).get(pk=thread_id)
 
 
 def session_unread(*, session_id: int) -> Session:

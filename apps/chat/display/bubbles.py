@@ -25,9 +25,9 @@ from apps.chat.selectors import (
     session_usage,
     thread_queue,
     thread_tree,
+    thread_unread,
     thread_usage,
     turn_outcome,
-    unread_replies,
 )
 from apps.providers.pricing import PriceTable, format_money
 from apps.roles.models import Role
@@ -249,7 +249,7 @@ def session_controls_context(session) -> dict:
 def render_unread_badge(thread_id: int) -> SafeString:
     """One thread's unread count in the sidebars, as an out-of-band fragment (cheaper than
     the whole tree when many replies settle at once)."""
-    item = Thread.objects.annotate(unread=unread_replies()).get(pk=thread_id)
+    item = thread_unread(thread_id=thread_id)
     context = {"item": item, "oob": True}
     return mark_safe(render_to_string("chat/_unread_badge.html", context))  # noqa: S308
 
@@ -261,7 +261,7 @@ def render_turn_finished(thread: Thread) -> SafeString:
     session = session_unread(session_id=thread.session_id)
     context: dict = {"item": session, "notice": None}
     replies = turn_outcome(thread=thread)
-    unread = Thread.objects.annotate(unread=unread_replies()).get(pk=thread.pk).unread
+    unread = thread_unread(thread_id=thread.pk).unread
     if replies and unread:
         roles = roles_by_handle({reply.speaker for reply in replies})
         names = list(dict.fromkeys(speaker_name(r, roles.get(r.speaker)) for r in replies))
