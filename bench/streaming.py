@@ -1,17 +1,20 @@
-"""The live path under load, measured from outside as a browser uses it.
+"""The live path under load, measured from outside as a browser uses it, against a floor.
 
 Starts Parley as `make run` does (`config.launcher`: SQLite, embedded Redis, one daphne, one
-Celery worker) in a scratch directory, with a loopback OpenAI-compatible upstream (the
-project's emulator) streaming a fixed number of tokens at a fixed interval after a fixed time
-to first token. For each load it opens one thread per stream, logs in over HTTP, opens each
-thread's websocket and sends `sync`, then posts every composer message at once, and reads
-the frames until every reply has settled. It prints, per load and interval:
+Celery worker) in a scratch directory — or on PostgreSQL and the machine's Redis with
+`--production` — and, in the same run, the floor (`bench/floor.py`: the simplest relay of the
+same upstream to a websocket, one process). The upstream is the project's loopback emulator
+(OpenAI-compatible) streaming a fixed number of tokens at a fixed interval after a fixed time
+to first token. For each load and each server it opens one thread per stream, logs in over
+HTTP, opens each thread's websocket and sends `sync`, then posts every composer message at
+once, and reads the frames until every reply has settled. It prints, per load:
 
 - relay p50/p95: the upstream's first token → the first delta on the websocket;
-- TTFT overhead p50/p95: POST start → first delta, minus the upstream's own time to first token;
-- exact: replies whose deltas add up to exactly the upstream's text; errors: the others;
-- delivered tokens/s over the run; CPU (web + worker + redis, from /proc) per reply and per
-  token; and idle RSS of every process once at the start.
+- TTFT overhead p50: POST start → first delta, minus the upstream's own time to first token;
+- POST: the composer POST's answer time; tail: the upstream's `[DONE]` → the settled bubble;
+- finished: replies the client saw settle; exact: those whose deltas are exactly the upstream's
+  text; delivered tokens/s; CPU (every process of the server, from /proc) per reply;
+- each figure for Parley, for the floor, and their ratio.
 
 Run: `make bench` (everything), or `python -m bench.streaming --streams 1 20 --intervals 25`.
 Nothing here is asserted: the numbers go in the README, side by side, from one run.
@@ -31,6 +34,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -102,23 +106,33 @@ class Stream:
     prompt: str
     reply_id: str = ""
     posted_at: float = 0.0
+    answered_at: float | None = None
     first_delta_at: float | None = None
+    settled_at: float | None = None
     text: str = ""
     status: str = ""
 
 
 @dataclass
 class Result:
+    server: str
     streams: int
     interval_ms: int
+    tokens: int
     relay_ms: list[float] = field(default_factory=list)
     overhead_ms: list[float] = field(default_factory=list)
+    post_ms: list[float] = field(default_factory=list)
+    tail_ms: list[float] = field(default_factory=list)
+    finished: int = 0
     exact: int = 0
-    errors: int = 0
     tokens_per_second: float = 0.0
     cpu_per_reply_ms: float = 0.0
-    cpu_per_token_ms: float = 0.0
-    seconds: float = 0.0
+
+    def p50(self, name: str) -> float:
+        return percentile(getattr(self, name), 0.5)
+
+    def p95(self, name: str) -> float:
+        return percentile(getattr(self, name), 0.95)
 
 
 def percentile(values: list[float], share: float) -> float:
@@ -128,16 +142,79 @@ def percentile(values: list[float], share: float) -> float:
     return ordered[min(len(ordered) - 1, int(share * len(ordered)))]
 
 
-class Parley:
-    """Parley started as `make run` starts it, in a scratch directory."""
+class Floor:
+    """The minimal relay (bench/floor.py), started beside Parley against the same upstream."""
 
-    def __init__(self, workdir: Path) -> None:
+    name = "floor"
+    credentials = None
+
+    def __init__(self, workdir: Path, upstream: str) -> None:
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.workdir = workdir
+        self.log = (workdir / "floor.log").open("w+")
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "bench.floor", str(self.port), upstream], cwd=ROOT,
+            stdout=self.log, stderr=subprocess.STDOUT,
+        )  # fmt: skip
+
+    def output(self) -> str:
+        return (self.workdir / "floor.log").read_text()
+
+    def pids(self) -> list[int]:
+        return [self.process.pid]
+
+    def threads(self, count: int) -> list[str]:
+        return [str(uuid.uuid4()) for _ in range(count)]
+
+    async def wait_ready(self) -> None:
+        await wait_for_login_page(self)
+
+    def stop(self) -> None:
+        self.process.send_signal(signal.SIGINT)
+        try:
+            self.process.wait(10)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+
+
+async def wait_for_login_page(server) -> None:
+    deadline = time.monotonic() + 120
+    async with aiohttp.ClientSession() as http:
+        while time.monotonic() < deadline:
+            if server.process.poll() is not None:
+                raise RuntimeError(server.output())
+            try:
+                async with http.get(f"{server.url}/login/") as response:
+                    if response.status == 200:
+                        return
+            except aiohttp.ClientError:
+                pass
+            await asyncio.sleep(0.5)
+    raise RuntimeError(f"{server.name} did not start:\n" + server.output())
+
+
+class Parley:
+    """Parley started as `make run` starts it, in a scratch directory (or, `production`, on
+    the machine's PostgreSQL and Redis)."""
+
+    name = "Parley"
+
+    def __init__(self, workdir: Path, *, production: bool = False) -> None:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         env = {k: v for k, v in os.environ.items() if k not in {"REDIS_URL", "DATABASE_URL"}}
         env.update(PORT=str(self.port), PARLEY_VAR_DIR=str(workdir), PYTHONUNBUFFERED="1")
         env["DEBUG"] = "false"  # as deployed: no per-query debug log, no template reloads
         env["DJANGO_SETTINGS_MODULE"] = "config.settings"
+        if production:
+            env["DATABASE_URL"] = PRODUCTION_DATABASE
+            env["REDIS_URL"] = PRODUCTION_REDIS
+            subprocess.run(["dropdb", "-h", "127.0.0.1", "-U", "postgres", "--if-exists",
+                            "parley_bench"], check=True)  # fmt: skip
+            subprocess.run(["createdb", "-h", "127.0.0.1", "-U", "postgres", "parley_bench"],
+                           check=True)  # fmt: skip
+            subprocess.run(["redis-cli", "-n", "13", "flushdb"], check=True, capture_output=True)
         self.env = env
         self.log = (workdir / "launcher.log").open("w+")
         self.process = subprocess.Popen(
@@ -145,32 +222,25 @@ class Parley:
             stdout=self.log, stderr=subprocess.STDOUT,
         )  # fmt: skip
         self.workdir = workdir
+        self.credentials: tuple[str, str] | None = None
 
     def output(self) -> str:
         return (self.workdir / "launcher.log").read_text()
 
-    async def wait_ready(self) -> None:
-        deadline = time.monotonic() + 120
-        async with aiohttp.ClientSession() as http:
-            while time.monotonic() < deadline:
-                if self.process.poll() is not None:
-                    raise RuntimeError(self.output())
-                try:
-                    async with http.get(f"{self.url}/login/") as response:
-                        if response.status == 200:
-                            return
-                except aiohttp.ClientError:
-                    pass
-                await asyncio.sleep(0.5)
-        raise RuntimeError("Parley did not start:\n" + self.output())
+    def pids(self) -> list[int]:
+        """The launcher's children: web, worker and (embedded) Redis."""
+        return pids_under(self.process.pid)
 
-    def login(self) -> tuple[str, str]:
+    async def wait_ready(self) -> None:
+        await wait_for_login_page(self)
         match = re.search(r"local login: (\S+) / (\S+)", self.output())
         if match is None:
             raise RuntimeError("No local login in the launcher's output")
-        return match[1], match[2]
+        self.credentials = (match[1], match[2])
 
     def redis_url(self) -> str:
+        if "REDIS_URL" in self.env:
+            return self.env["REDIS_URL"]
         match = re.search(r"Embedded Redis-compatible server on (\S+)", self.output())
         return match[1] if match else ""
 
@@ -182,13 +252,19 @@ class Parley:
             self.process.kill()
 
 
-def prepare(parley: Parley, username: str, upstream: str, count: int) -> list[str]:
+PRODUCTION_DATABASE = "postgres://postgres@127.0.0.1:5432/parley_bench"
+PRODUCTION_REDIS = "redis://127.0.0.1:6379/13"
+
+
+def prepare(parley: Parley, upstream: str, count: int) -> list[str]:
     """A credential for the upstream and `count` threads, through the services (as the
     credential page and New chat would)."""
     os.environ.update(
         PARLEY_VAR_DIR=str(parley.workdir), REDIS_URL=parley.redis_url(),
         DJANGO_SETTINGS_MODULE="config.settings",
     )  # fmt: skip
+    if "DATABASE_URL" in parley.env:
+        os.environ["DATABASE_URL"] = parley.env["DATABASE_URL"]
     import django
 
     django.setup()
@@ -198,14 +274,19 @@ def prepare(parley: Parley, username: str, upstream: str, count: int) -> list[st
     from apps.chat.records.threads import thread_create
     from apps.providers.services import credential_save
 
-    user = get_user_model().objects.get(username=username)
+    assert parley.credentials is not None
+    user = get_user_model().objects.get(username=parley.credentials[0])
     credential = credential_save(
         owner=user, name="bench upstream", provider="openai_compatible", api_key="bench",
         base_url=upstream,
     )  # fmt: skip
     session = session_create(owner=user, name="Streaming bench")
     session_set_provider(session=session, credential=credential, model="bench-model")
-    return [str(thread_create(session=session).public_id) for _ in range(count)]
+    threads = [str(thread_create(session=session).public_id) for _ in range(count)]
+    from django.db import connections
+
+    connections.close_all()
+    return threads
 
 
 async def browser_login(http: aiohttp.ClientSession, parley: Parley, user: str, password: str):
@@ -217,27 +298,28 @@ async def browser_login(http: aiohttp.ClientSession, parley: Parley, user: str, 
             raise RuntimeError(f"login failed: {response.status}")
 
 
-async def run_stream(http, parley: Parley, stream: Stream, start: asyncio.Event, csrf: str):
+async def run_stream(http, server, stream: Stream, start: asyncio.Event, csrf: str):
     try:
-        await _run_stream(http, parley, stream, start, csrf)
+        await _run_stream(http, server, stream, start, csrf)
     except (aiohttp.ClientError, TypeError) as exc:  # a closed socket counts as an error
         stream.status = f"{type(exc).__name__}: {exc}"
 
 
-async def _run_stream(http, parley: Parley, stream: Stream, start: asyncio.Event, csrf: str):
-    ws_url = parley.url.replace("http", "ws") + f"/ws/threads/{stream.thread_id}/"
-    async with http.ws_connect(ws_url, headers={"Origin": parley.url}, max_msg_size=0) as ws:
+async def _run_stream(http, server, stream: Stream, start: asyncio.Event, csrf: str):
+    ws_url = server.url.replace("http", "ws") + f"/ws/threads/{stream.thread_id}/"
+    async with http.ws_connect(ws_url, headers={"Origin": server.url}, max_msg_size=0) as ws:
         await ws.send_str(json.dumps({"type": "sync", "after_seq": 0, "pending": []}))
         while 'id="sync-state"' not in (await ws.receive_str()):
             pass
         await start.wait()
         stream.posted_at = time.monotonic()
         async with http.post(
-            f"{parley.url}/t/{stream.thread_id}/messages/",
+            f"{server.url}/t/{stream.thread_id}/messages/",
             data={"text": stream.prompt},
-            headers={"X-CSRFToken": csrf, "HX-Request": "true", "Referer": parley.url},
+            headers={"X-CSRFToken": csrf, "HX-Request": "true", "Referer": server.url},
         ) as response:
             body = await response.text()
+            stream.answered_at = time.monotonic()
             if response.status != 200 or not REPLY.search(body):
                 stream.status = f"POST {response.status}"
                 return
@@ -251,12 +333,13 @@ async def _run_stream(http, parley: Parley, stream: Stream, start: asyncio.Event
                     stream.text += html.unescape(text)
             settled = [s for m, s in SETTLED.findall(frame) if m == stream.reply_id]
             if settled:
+                stream.settled_at = time.monotonic()
                 stream.status = settled[0]
                 return
 
 
-async def run_level(parley, emulator, threads, credentials, count: int, interval_ms: int,
-                    tokens: int, ttft_ms: int) -> Result:  # fmt: skip
+async def run_level(server, emulator, threads, count: int, interval_ms: int, tokens: int,
+                    ttft_ms: int) -> Result:  # fmt: skip
     from apps.providers.emulator import Script
 
     word = "word "
@@ -267,26 +350,29 @@ async def run_level(parley, emulator, threads, credentials, count: int, interval
         *[Script(text=expected, chunk_chars=len(word), tokens_per_second=rate, ttft_ms=ttft_ms)
           for _ in range(count)]
     )  # fmt: skip
+    run = uuid.uuid4().hex[:8]
     streams = [
-        Stream(thread, f"Stream {n} at {interval_ms} ms")
+        Stream(thread, f"Stream {n} at {interval_ms} ms, run {run}")
         for n, thread in enumerate(threads[:count])
     ]
-    pids = pids_under(parley.process.pid)
+    pids = server.pids()
     start = asyncio.Event()
     jar = aiohttp.CookieJar(unsafe=True)
     connector = aiohttp.TCPConnector(limit=0)
+    csrf = ""
     async with aiohttp.ClientSession(cookie_jar=jar, connector=connector) as http:
-        await browser_login(http, parley, *credentials)
-        async with http.get(f"{parley.url}/t/{threads[0]}/") as response:
-            await response.text()
-        csrf = jar.filter_cookies(URL(parley.url))["csrftoken"].value
-        tasks = [asyncio.create_task(run_stream(http, parley, s, start, csrf)) for s in streams]
-        await asyncio.sleep(1.0)  # every socket open and synced
+        if server.credentials:
+            await browser_login(http, server, *server.credentials)
+            async with http.get(f"{server.url}/t/{threads[0]}/") as response:
+                await response.text()
+            csrf = jar.filter_cookies(URL(server.url))["csrftoken"].value
+        tasks = [asyncio.create_task(run_stream(http, server, s, start, csrf)) for s in streams]
+        await asyncio.sleep(1.0 + count / 100)  # every socket open and synced
         cpu_before, began = cpu_seconds(pids), time.monotonic()
         start.set()
         await asyncio.wait(tasks, timeout=300)
         seconds, cpu = time.monotonic() - began, cpu_seconds(pids) - cpu_before
-    result = Result(streams=count, interval_ms=interval_ms, seconds=seconds)
+    result = Result(server=server.name, streams=count, interval_ms=interval_ms, tokens=tokens)
     requests = {}
     for record in emulator.requests:
         body = json.dumps(record.body, ensure_ascii=False)
@@ -295,90 +381,128 @@ async def run_level(parley, emulator, threads, credentials, count: int, interval
                 requests[stream.prompt] = record
     for stream in streams:
         record = requests.get(stream.prompt)
+        if stream.settled_at is not None:
+            result.finished += 1
         if stream.status == "done" and stream.text.rstrip() == expected.rstrip():
             result.exact += 1
-        else:
-            result.errors += 1
+        if stream.answered_at is not None:
+            result.post_ms.append((stream.answered_at - stream.posted_at) * 1000)
         if record and record.first_byte and stream.first_delta_at:
             result.relay_ms.append((stream.first_delta_at - record.first_byte) * 1000)
             upstream_ttft = record.first_byte - record.started
             result.overhead_ms.append(
                 (stream.first_delta_at - stream.posted_at - upstream_ttft) * 1000
             )
+        if record and record.ended and stream.settled_at:
+            result.tail_ms.append((stream.settled_at - record.ended) * 1000)
     delivered = sum(len(s.text) // len(word) for s in streams)
     result.tokens_per_second = delivered / seconds if seconds else 0
     result.cpu_per_reply_ms = cpu / count * 1000
-    result.cpu_per_token_ms = cpu / max(1, delivered) * 1000
     return result
 
 
-def table(results: list[Result], tokens: int) -> str:
-    def pair(values: list[float], digits: int) -> str:
-        return f"{percentile(values, 0.5):.{digits}f} / {percentile(values, 0.95):.{digits}f} ms"
+FIGURES = [
+    ("relay p50", "relay_ms", 50), ("relay p95", "relay_ms", 95),
+    ("TTFT overhead p50", "overhead_ms", 50), ("POST p50", "post_ms", 50),
+    ("tail p50", "tail_ms", 50),
+]  # fmt: skip
 
-    lines = [
-        "| streams | interval | relay p50 / p95 | TTFT overhead p50 / p95 | exact | errors "
-        "| tokens/s | CPU per reply | CPU per token |",
-        "|---:|---:|---|---|---:|---:|---:|---:|---:|",
-    ]
-    for r in results:
-        lines.append(
-            f"| {r.streams} | {r.interval_ms} ms | {pair(r.relay_ms, 1)} "
-            f"| {pair(r.overhead_ms, 0)} | {r.exact} | {r.errors} | {r.tokens_per_second:,.0f} "
-            f"| {r.cpu_per_reply_ms:.0f} ms | {r.cpu_per_token_ms:.2f} ms |"
+
+def compare(parley: Result, floor: Result) -> list[str]:
+    """One row per figure: Parley, the floor and their ratio."""
+
+    def ratio(ours: float, theirs: float) -> str:
+        if theirs != theirs or ours != ours or theirs <= 0:  # NaN or zero
+            return "-"
+        return f"{ours / theirs:.1f}x"
+
+    label = f"{parley.streams} x {parley.tokens} tok @ {parley.interval_ms} ms"
+    rows = []
+    for name, attr, share in FIGURES:
+        ours, theirs = (
+            percentile(getattr(parley, attr), share / 100),
+            percentile(getattr(floor, attr), share / 100),
         )
-    return "\n".join(lines) + f"\n\n{tokens} tokens per reply."
+        rows.append(f"| {label} | {name} | {ours:,.1f} ms | {theirs:,.1f} ms "
+                    f"| {ratio(ours, theirs)} |")  # fmt: skip
+    rows.append(f"| {label} | CPU per reply | {parley.cpu_per_reply_ms:,.0f} ms "
+                f"| {floor.cpu_per_reply_ms:,.0f} ms "
+                f"| {ratio(parley.cpu_per_reply_ms, floor.cpu_per_reply_ms)} |")  # fmt: skip
+    rows.append(f"| {label} | tokens/s | {parley.tokens_per_second:,.0f} "
+                f"| {floor.tokens_per_second:,.0f} "
+                f"| {ratio(floor.tokens_per_second, parley.tokens_per_second)} |")  # fmt: skip
+    rows.append(
+        f"| {label} | finished / exact | {parley.finished} / {parley.exact} of {parley.streams} "
+        f"| {floor.finished} / {floor.exact} of {floor.streams} | |"
+    )
+    return rows
+
+
+HEADER = ["| load | figure | Parley | floor | ratio |", "|---|---|---:|---:|---:|"]
 
 
 async def main_async(args) -> None:
     from apps.providers.emulator import Emulator
 
     emulator = Emulator().start_in_thread()
+    upstream = emulator.url + "/v1"
     with tempfile.TemporaryDirectory(prefix="parley-bench-") as scratch:
-        parley = Parley(Path(scratch))
+        parley = Parley(Path(scratch), production=args.production)
+        floor = Floor(Path(scratch), upstream)
         try:
             await parley.wait_ready()
-            credentials = parley.login()
-            threads = await asyncio.to_thread(
-                prepare, parley, credentials[0], emulator.url + "/v1", max(args.streams)
-            )
+            await floor.wait_ready()
+            most = max(args.streams)
+            threads = {
+                parley.name: await asyncio.to_thread(prepare, parley, upstream, most),
+                floor.name: floor.threads(most),
+            }
             await asyncio.sleep(2)
-            pids = [*pids_under(parley.process.pid), parley.process.pid]
+            pids = [*parley.pids(), parley.process.pid]
             print(f"Idle RSS, all processes: {rss_mb(pids):.0f} MB "
-                  f"(web + worker + redis: {rss_mb(pids[:-1]):.0f} MB)")  # fmt: skip
-            # One unmeasured reply first: the worker imports the SDK and warms its caches.
-            await run_level(parley, emulator, threads, credentials, 1, 0, 20, 0)
-            results = []
-            for count in args.streams:
-                for interval in args.intervals:
-                    result = await run_level(
-                        parley,
-                        emulator,
-                        threads,
-                        credentials,
-                        count,
-                        interval,
-                        args.tokens,
-                        args.ttft,
-                    )
-                    results.append(result)
-                    print(table([result], args.tokens).splitlines()[2], flush=True)
+                  f"(web + worker + redis: {rss_mb(pids[:-1]):.0f} MB)", flush=True)  # fmt: skip
+            for server in (parley, floor):  # unmeasured: imports, caches, connections
+                await run_level(server, emulator, threads[server.name], 1, 0, 20, 0)
+            # The fixed cost of a reply first (one token), then the loads.
+            loads = [(1, args.intervals[0], 1)] + [
+                (count, interval, args.tokens)
+                for count in args.streams
+                for interval in args.intervals
+            ]
+            rows = []
+            for count, interval, tokens in loads:
+                pair = []
+                for server in (parley, floor):  # side by side, interleaved
+                    pair.append(await run_level(server, emulator, threads[server.name], count,
+                                                interval, tokens, args.ttft))  # fmt: skip
+                    await asyncio.sleep(1)
+                rows += compare(*pair)
+                print("\n".join(compare(*pair)), flush=True)
             print()
-            print(table(results, args.tokens))
-            problems = sorted({line for line in parley.output().splitlines() if "Error" in line})
+            print("\n".join(HEADER + rows))
+            print(
+                f"\nUpstream: {args.ttft} ms to the first token; "
+                f"{'PostgreSQL + Redis' if args.production else 'SQLite + embedded Redis'}."
+            )
+            problems = sorted({line for line in parley.output().splitlines()
+                               if "Error" in line or "WARNING" in line})  # fmt: skip
             if problems:
-                print("\nErrors the server logged (first 10 kinds):", *problems[:10], sep="\n")
+                print("\nWhat the server logged (first 10 kinds):", *problems[:10], sep="\n")
         finally:
             parley.stop()
+            floor.stop()
             emulator.stop()
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--streams", type=int, nargs="+", default=[1, 20, 100, 200])
-    parser.add_argument("--intervals", type=int, nargs="+", default=[0, 10, 25])
+    parser.add_argument("--intervals", type=int, nargs="+", default=[25])
     parser.add_argument("--tokens", type=int, default=200)
     parser.add_argument("--ttft", type=int, default=100, help="upstream time to first token, ms")
+    parser.add_argument(
+        "--production", action="store_true", help="PostgreSQL and the machine's Redis"
+    )
     asyncio.run(main_async(parser.parse_args()))
 
 

@@ -137,32 +137,12 @@ DATABASES = {"default": _database()}
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 REDIS_URL = env_redis_url("REDIS_URL", "redis://127.0.0.1:6379/0")
-# Connections per process and pool (the channel layer's, the live state's).
+# Connections per process and pool (the live bus's and the live state's).
 PARLEY_REDIS_MAX_CONNECTIONS = env_int("PARLEY_REDIS_MAX_CONNECTIONS", 1000, minimum=10)
 
-CHANNEL_LAYERS = {
-    "default": {
-        "BACKEND": "channels_redis.core.RedisChannelLayer",
-        "CONFIG": {
-            # redis-py 8 defaults to a 5 s socket timeout, the same as channels-redis's 5 s
-            # BZPOPMIN wait: an idle tab's read then times out and kills its consumer.
-            # redis-py's pools refuse a 101st connection; hundreds of tabs joining their groups
-            # at once need more (Redis itself takes 10,000 clients).
-            "hosts": [
-                {
-                    "address": REDIS_URL,
-                    "socket_timeout": 30,
-                    "max_connections": PARLEY_REDIS_MAX_CONNECTIONS,
-                }
-            ],
-            # The default capacity of 100 silently drops group messages during a fast stream.
-            "capacity": 1500,
-            "expiry": 60,
-            "group_expiry": 86400,
-            "prefix": env_str("PARLEY_CHANNEL_PREFIX", "parley"),
-        },
-    },
-}
+# No channel layer: pushes to open tabs travel on Parley's live bus (apps/chat/livebus.py),
+# read by one task per web process (apps/chat/live/relay.py).
+CHANNEL_LAYERS: dict = {}
 
 CACHES = {
     "default": {

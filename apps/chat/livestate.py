@@ -8,7 +8,6 @@ snapshot that lines up with the deltas that follow it: no gap, no repeat.
 from __future__ import annotations
 
 import asyncio
-import uuid
 import weakref
 from dataclasses import dataclass
 
@@ -28,11 +27,11 @@ LEASE_TTL_SECONDS = 8
 LEASE_RENEW_SECONDS = 2
 
 
-def _text_key(message_id: str) -> str:
+def text_key(message_id: str) -> str:
     return f"{PREFIX}:live:{message_id}:text"
 
 
-def _seq_key(message_id: str) -> str:
+def seq_key(message_id: str) -> str:
     return f"{PREFIX}:live:{message_id}:seq"
 
 
@@ -47,8 +46,6 @@ def _lease_key(message_pk: int) -> str:
 # Workers subscribe here: a cancel reaches the worker streaming the reply at once. The flag key
 # stays the record, for a reply whose stream starts (or whose worker reconnects) after it.
 CANCEL_CHANNEL = f"{PREFIX}:cancels"
-# An id of this Redis's contents: it changes when Redis restarts empty (see `redis_epoch`).
-EPOCH_KEY = f"{PREFIX}:epoch"
 
 
 # Renew or release a lease only while it is still ours (a later run may own it by then). A
@@ -130,13 +127,29 @@ def sync_client() -> redis.Redis:
     return redis.Redis.from_url(settings.REDIS_URL, decode_responses=True)
 
 
+_shared_sync_clients: dict[str, redis.Redis] = {}
+
+
+def shared_sync_client() -> redis.Redis:
+    """The process's long-lived client for synchronous code (thread-safe: it pools its
+    connections), so a publish does not open a connection of its own."""
+    client = _shared_sync_clients.get(settings.REDIS_URL)
+    if client is None:
+        client = _shared_sync_clients[settings.REDIS_URL] = redis.Redis.from_url(
+            settings.REDIS_URL,
+            decode_responses=True,
+            max_connections=settings.PARLEY_REDIS_MAX_CONNECTIONS,
+        )
+    return client
+
+
 async def live_reset(client: aioredis.Redis, message_id: str, text: str = "") -> int:
     """Start a live tail with `text` (empty, or the text a taken-over reply continues); return
     the sequence to continue from."""
     async with client.pipeline(transaction=True) as pipe:
-        pipe.set(_text_key(message_id), text, ex=LIVE_TTL_SECONDS)
-        pipe.incr(_seq_key(message_id))
-        pipe.expire(_seq_key(message_id), LIVE_TTL_SECONDS)
+        pipe.set(text_key(message_id), text, ex=LIVE_TTL_SECONDS)
+        pipe.incr(seq_key(message_id))
+        pipe.expire(seq_key(message_id), LIVE_TTL_SECONDS)
         _, seq, _ = await pipe.execute()
     return int(seq)
 
@@ -153,7 +166,7 @@ async def live_append_many(client: aioredis.Redis, chunks: list[tuple[str, str]]
     no longer exists (Redis lost it): the caller seeds it again with `live_reseed`."""
     async with client.pipeline(transaction=True) as pipe:
         for message_id, chunk in chunks:
-            pipe.eval(_APPEND_IF_LIVE, 2, _text_key(message_id), _seq_key(message_id), chunk)
+            pipe.eval(_APPEND_IF_LIVE, 2, text_key(message_id), seq_key(message_id), chunk)
         results = await pipe.execute()
     return [int(seq) for seq in results]
 
@@ -162,28 +175,18 @@ async def live_reseed(client: aioredis.Redis, message_id: str, text: str, seq: i
     """Put a lost tail back: the whole text so far, numbered after every delta already sent
     (tabs drop numbers they have seen)."""
     async with client.pipeline(transaction=True) as pipe:
-        pipe.set(_text_key(message_id), text, ex=LIVE_TTL_SECONDS)
-        pipe.set(_seq_key(message_id), seq, ex=LIVE_TTL_SECONDS)
+        pipe.set(text_key(message_id), text, ex=LIVE_TTL_SECONDS)
+        pipe.set(seq_key(message_id), seq, ex=LIVE_TTL_SECONDS)
         await pipe.execute()
-
-
-async def redis_epoch(client: aioredis.Redis) -> str:
-    """An id of this Redis's contents: it changes when Redis restarts empty (and the channel
-    layer's groups are gone with it), so a tab can reconnect and catch up."""
-    async with client.pipeline(transaction=True) as pipe:
-        pipe.set(EPOCH_KEY, uuid.uuid4().hex, nx=True)
-        pipe.get(EPOCH_KEY)
-        _, epoch = await pipe.execute()
-    return str(epoch)
 
 
 async def live_finish(client: aioredis.Redis, message_id: str, *, at_least: int = 0) -> int:
     """Keep the tail briefly for late snapshots; return the sequence for the final push
     (`at_least`: past every number the caller sent, should Redis have lost the tail)."""
     async with client.pipeline(transaction=True) as pipe:
-        pipe.get(_seq_key(message_id))
-        pipe.expire(_text_key(message_id), AFTER_FINISH_TTL_SECONDS)
-        pipe.expire(_seq_key(message_id), AFTER_FINISH_TTL_SECONDS)
+        pipe.get(seq_key(message_id))
+        pipe.expire(text_key(message_id), AFTER_FINISH_TTL_SECONDS)
+        pipe.expire(seq_key(message_id), AFTER_FINISH_TTL_SECONDS)
         seq, _, _ = await pipe.execute()
     # The final push outranks every delta; the stored seq stays at the last delta so that a
     # snapshot taken now never swallows the final push.
@@ -192,7 +195,7 @@ async def live_finish(client: aioredis.Redis, message_id: str, *, at_least: int 
 
 async def live_snapshot(client: aioredis.Redis, message_id: str) -> LiveSnapshot | None:
     """The text published so far and the sequence number of its last delta, read atomically."""
-    text, seq = await client.mget(_text_key(message_id), _seq_key(message_id))
+    text, seq = await client.mget(text_key(message_id), seq_key(message_id))
     if text is None or seq is None:
         return None
     return LiveSnapshot(text=text if isinstance(text, str) else text.decode(), seq=int(seq))
@@ -209,7 +212,7 @@ def live_texts(message_ids: list[str]) -> dict[str, str]:
     if not message_ids:
         return {}
     with sync_client() as client:
-        texts = client.mget([_text_key(message_id) for message_id in message_ids])
+        texts = client.mget([text_key(message_id) for message_id in message_ids])
     return {mid: text for mid, text in zip(message_ids, texts, strict=True) if text is not None}
 
 

@@ -22,6 +22,7 @@ STATUS = re.compile(r'data-status="(\w+)"')
 class Bubble:
     status: str
     text: str = ""  # the raw text while streaming; empty once rendered as Markdown
+    html: str = ""  # the bubble's last full markup
 
 
 @dataclass
@@ -51,7 +52,7 @@ class Tab:
             text = html.unescape(stream[1]) if stream else ""
             if stream and "hx-swap-oob" in match["attrs"]:
                 self.snapshots.append((match["id"], text))
-            self.bubbles[match["id"]] = Bubble(status=status, text=text)
+            self.bubbles[match["id"]] = Bubble(status=status, text=text, html=match[0])
 
     @property
     def synced(self) -> bool:
@@ -61,6 +62,10 @@ class Tab:
     def status(self, message_id: str) -> str | None:
         bubble = self.bubbles.get(message_id)
         return bubble.status if bubble else None
+
+    def bubble_html(self, message_id: str) -> str | None:
+        bubble = self.bubbles.get(message_id)
+        return bubble.html if bubble else None
 
     def delta_text(self, message_id: str) -> str:
         return "".join(text for mid, text in self.deltas if mid == message_id)

@@ -226,7 +226,8 @@ def test_redis_restarting_empty_mid_stream_loses_no_word_and_the_worker_carries_
     assert final.text == WORDS
     assert final.attempt == 1  # the same run carried on; nothing was taken over
     assert_never_lost_or_repeated(tab, final)
-    assert tab.reconnects >= 1  # the tab noticed, reconnected and caught up
+    # The tab kept its socket: the bus's numbering jumped after the restart, so it resynced.
+    assert tab.reconnects == 0, tab.closes
 
 
 def test_a_message_posted_while_redis_is_down_is_kept_and_answered_when_it_returns(

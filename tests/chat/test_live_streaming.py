@@ -8,11 +8,10 @@ import re
 
 import pytest
 from channels.db import database_sync_to_async
-from channels.layers import get_channel_layer
 from channels.testing import WebsocketCommunicator
 from django.test import Client
 
-from apps.chat import livestate
+from apps.chat import livebus, livestate
 from apps.chat.council.posting import message_post
 from apps.chat.display import events
 from apps.chat.models import Message, MessageStatus
@@ -160,15 +159,16 @@ async def test_a_lost_delta_is_repaired_from_the_live_tail(alice, alice_thread, 
     await livestate.live_append(redis, reply_id, ", again")
     await livestate.live_append(redis, reply_id, " and again")
     group = events.thread_group(alice_thread.public_id)
-    await events.publish_delta(
-        get_channel_layer(), group=group, message_id=reply_id, seq=5, text=" and again"
-    )
+
+    async def publish_delta(seq: int, text: str) -> None:
+        delta = {"type": "chat.delta", "message": reply_id, "seq": seq, "text": text}
+        await livebus.publish(redis, [(group, delta)])
+
+    await publish_delta(5, " and again")
     await read_until(communicator, tab, lambda: len(tab.snapshots) == 2)
     assert tab.bubbles[reply_id].text == "Hello world, again and again"
     # A stale delta (already in the snapshot) is dropped.
-    await events.publish_delta(
-        get_channel_layer(), group=group, message_id=reply_id, seq=3, text="world"
-    )
+    await publish_delta(3, "world")
     assert await communicator.receive_nothing(timeout=0.3)
     await communicator.disconnect()
 
@@ -180,9 +180,14 @@ async def test_an_idle_tab_keeps_its_socket_and_still_receives_events(alice, ali
     await read_until(communicator, tab, lambda: tab.synced)
     # Longer than channels-redis's blocking read and redis-py's default socket timeout.
     assert await communicator.receive_nothing(timeout=6.5)
-    await get_channel_layer().group_send(
-        events.thread_group(alice_thread.public_id),
-        {"type": "chat.append", "fragments": ["<p>still here</p>"], "messages": []},
+    await livebus.publish(
+        livestate.async_client(),
+        [
+            (
+                events.thread_group(alice_thread.public_id),
+                {"type": "chat.append", "fragments": ["<p>still here</p>"], "messages": []},
+            )
+        ],
     )
     assert "still here" in await communicator.receive_from(timeout=3)
     await communicator.disconnect()

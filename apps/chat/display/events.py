@@ -1,7 +1,8 @@
-"""The only module that talks to the channel layer: group names, payloads, publishers.
+"""The only module that publishes to open tabs: topic names, payloads, publishers.
 
-Persisted changes are published on commit by services; streamed deltas are batched by the
-worker and published directly. Message events go to every tab on the thread; the session's
+Pushes go out on the live bus (`livebus`), each topic's numbered in order. Persisted changes
+are published on commit by services; streamed deltas are batched by the worker and published
+directly. Message events go to every tab on the thread; the session's
 controls (summary strip, role picker, addressing line) to every tab on any of its threads.
 """
 
@@ -13,11 +14,10 @@ import threading
 import uuid
 from collections.abc import Callable, Iterable
 
-from asgiref.sync import async_to_sync
-from channels.layers import get_channel_layer
 from django.db import connections, transaction
 from redis.exceptions import RedisError
 
+from apps.chat import livebus, livestate
 from apps.chat.display.bubbles import (
     bubble_fragments,
     removed_fragment,
@@ -60,10 +60,8 @@ def _send_on_commit(events_of: Callable[[], Iterable[tuple[str, dict]]]) -> None
     """After commit, build the (group, event) pairs — from committed rows — and send them."""
 
     def deliver() -> None:
-        group_send = async_to_sync(get_channel_layer().group_send)
         try:
-            for group, event in events_of():
-                group_send(group, event)
+            livebus.publish_sync(livestate.shared_sync_client(), list(events_of()))
         except (RedisError, OSError) as exc:
             # The change is saved; the tabs catch up when they reconnect and sync.
             logger.warning("Could not announce a change to open tabs (%s)", exc)
@@ -75,7 +73,7 @@ def _send_on_commit(events_of: Callable[[], Iterable[tuple[str, dict]]]) -> None
             deliver()
             return
         # Committed from a thread that runs an event loop (an async test harness, a shell):
-        # async_to_sync refuses to run there, so the announcement goes from a helper thread.
+        # the ORM refuses to run there, so the announcement goes from a helper thread.
         helper = threading.Thread(target=_closing_connections(deliver), name="announce")
         helper.start()
         helper.join(10)
@@ -106,6 +104,7 @@ def publish_messages_added_on_commit(*, thread: Thread, messages: list[Message])
                     "type": "chat.append",
                     "fragments": bubble_fragments(messages),
                     "messages": [str(message.public_id) for message in messages],
+                    "seqs": [message.seq for message in messages],
                 },
             )
         ]
@@ -159,6 +158,11 @@ def publish_thread_renamed_on_commit(*, thread: Thread) -> None:
             )
         ]
     )
+
+
+def thread_title_fragment(*, thread_id: int) -> str:
+    """The thread's name as the tabs on it show it, read afresh."""
+    return render_thread_label(Thread.objects.get(pk=thread_id), "title")
 
 
 def thread_tree_event(*, session_id: int) -> dict:
@@ -241,11 +245,16 @@ def state_event(*, message: Message, seq: int, live_text: str | None = None) -> 
     }
 
 
-async def publish_delta(layer, *, group: str, message_id: str, seq: int, text: str) -> None:
-    await layer.group_send(
-        group, {"type": "chat.delta", "message": message_id, "seq": seq, "text": text}
-    )
+def session_snapshot(*, session_id: int) -> list[str]:
+    """The session's controls and thread tree as they are now (a tab that missed pushes)."""
+    return [session_controls_event(session_id=session_id)["html"],
+            thread_tree_event(session_id=session_id)["html"]]  # fmt: skip
 
 
-async def publish_state(layer, *, group: str, event: dict) -> None:
-    await layer.group_send(group, event)
+async def publish(redis, pushes: list[tuple[str, dict]]) -> None:
+    """Publish (topic, event) pairs from the worker's loop, in one round trip."""
+    await livebus.publish(redis, pushes)
+
+
+async def publish_state(redis, *, group: str, event: dict) -> None:
+    await livebus.publish(redis, [(group, event)])

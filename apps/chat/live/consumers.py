@@ -1,14 +1,20 @@
 """The websockets of open tabs: forward pre-rendered HTML, write nothing.
 
-A tab on a thread has one socket (`ThreadConsumer`): the thread's, its session's and its
-owner's groups. Any other page of a signed-in person (the sessions list) has the owner's
-group only (`UserConsumer`): finished turns and the sessions' unread badges.
+A tab on a thread has one socket (`ThreadConsumer`) following the thread's, its session's and
+its owner's topics on the live bus. Any other page of a signed-in person (the sessions list)
+follows the owner's topic only (`UserConsumer`): finished turns and the sessions' unread badges.
 
 Thread protocol: after connecting, the page sends {"type": "sync", "after_seq": N, "pending": [ids]}
 (the last sequence number it shows and the replies it shows as unfinished). The consumer then
-joins the thread's group, sends what the tab lacks — newer bubbles appended, unfinished ones
-replaced with their live text — and forwards events, dropping any delta the snapshot already
-contained and repairing a gap with a fresh snapshot.
+follows the thread's topics, sends what the tab lacks — newer bubbles appended, unfinished ones
+replaced with their live text — and forwards pushes, dropping any delta the snapshot already
+contained.
+
+What the tab shows is state the consumer checks, not a stream it hopes is whole: each topic's
+pushes are numbered without gaps, and a number that skips (a push was lost or trimmed, Redis
+restarted empty), a heartbeat saying the topic moved on without this tab, an overflowing inbox
+or a reply's own sequence skipping all make the consumer resync that part from the live tail
+and the database.
 """
 
 from __future__ import annotations
@@ -18,6 +24,8 @@ import json
 import logging
 import time
 import uuid
+from collections import deque
+from typing import Any
 
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
@@ -26,8 +34,9 @@ from redis.exceptions import RedisError
 from apps.chat import livestate
 from apps.chat.display import events, frames
 from apps.chat.display.bubbles import bubble_fragments
+from apps.chat.live.relay import relay
 from apps.chat.models import Thread
-from apps.chat.selectors import messages_to_sync, thread_message, threads_for_user
+from apps.chat.selectors import messages_to_sync, threads_for_user
 
 logger = logging.getLogger(__name__)
 CLOSE_UNAUTHENTICATED = 4401
@@ -39,20 +48,26 @@ MAX_PENDING_IDS = 500
 # A page syncs once per connection; more often than this is a broken or hostile client, and
 # each sync renders a snapshot.
 SYNC_MIN_INTERVAL_SECONDS = 1.0
-# How often a tab checks that Redis (and the channel layer's groups) did not restart empty.
-EPOCH_CHECK_SECONDS = 5.0
+# Pushes waiting for one tab; past this the tab is too slow to follow push by push, and one
+# resync replaces everything it missed.
+INBOX_LIMIT = 5000
 # The last frame of a sync: the page (and tests) know the tab has caught up.
 SYNCED = '<div id="sync-state" hx-swap-oob="true" data-synced="true"></div>'
 
 
 class GroupSocket(AsyncWebsocketConsumer):
-    """A tab's socket on channel-layer groups: joins them once the owner is known, forwards
-    pre-rendered fragments, and reconnects the tab when Redis restarted empty."""
+    """A tab's socket on live-bus topics: follows them once the owner is known, forwards
+    pre-rendered fragments in order, and resyncs whatever it finds it has missed."""
 
     async def connect(self) -> None:
-        self.groups_joined: list[str] = []
-        self.epoch = ""  # the Redis epoch when this tab joined its groups
-        self.epoch_watch: asyncio.Task | None = None
+        self.topics: list[str] = []
+        self.numbers: dict[str, int] = {}  # topic -> the number of the last push applied
+        self.inbox: deque[tuple[str, int, dict[str, Any]]] = deque()
+        self.stale: set[str] = set()  # topics to resync before the next push
+        self.inbox_ready = asyncio.Event()
+        # One writer at a time: a snapshot and the pushes that follow it go out in order.
+        self.sending = asyncio.Lock()
+        self.drainer: asyncio.Task | None = None
         self.user = self.scope.get("user")
         # Accept, then close with a 4xxx code: browsers and htmx do not retry those.
         await self.accept()
@@ -60,40 +75,89 @@ class GroupSocket(AsyncWebsocketConsumer):
             self.user = None
             await self.close(code=CLOSE_UNAUTHENTICATED)
 
-    async def join(self, groups: list[str]) -> None:
-        self.epoch = await livestate.redis_epoch(livestate.async_client())
-        self.epoch_watch = asyncio.ensure_future(self._watch_epoch())
-        self.groups_joined = groups
-        for group in groups:
-            await self.channel_layer.group_add(group, self.channel_name)
+    async def follow(self, topics: list[str]) -> None:
+        """Follow topics; everything published from now on reaches this tab."""
+        self.numbers.update(await relay().follow(self, topics))
+        self.topics = topics
+        if self.drainer is None:
+            self.drainer = asyncio.ensure_future(self._drain_forever())
 
     async def disconnect(self, code: int) -> None:
-        if self.epoch_watch is not None:
-            self.epoch_watch.cancel()
-        for group in self.groups_joined:
-            try:
-                await self.channel_layer.group_discard(group, self.channel_name)
-            except Exception:  # Redis is away; the group entry expires on its own
-                break
+        relay().unfollow(self)
+        if self.drainer is not None:
+            self.drainer.cancel()
 
-    async def _watch_epoch(self) -> None:
-        """Redis restarted empty: the groups this tab joined are gone with it. Ask the page to
-        reconnect; it joins again and catches up exactly."""
+    # --- called by the relay (never blocks) -----------------------------------------------------
+
+    def deliver(self, topic: str, number: int, event: dict[str, Any]) -> None:
+        if len(self.inbox) >= INBOX_LIMIT:
+            logger.warning(
+                "A tab fell %d pushes behind on %s; dropping them and resyncing it",
+                len(self.inbox), ", ".join(self.topics),
+            )  # fmt: skip
+            self.inbox.clear()
+            self.stale.update(self.topics)
+            position = relay().position
+            self.numbers.update({own: position.get(own, 0) for own in self.topics})
+        self.inbox.append((topic, number, event))
+        self.inbox_ready.set()
+
+    def heartbeat(self, topic: str, number: int) -> None:
+        """Every push up to `number` was handed out; if this tab has applied fewer and waits
+        for none, one went missing on the way: resync."""
+        if not self.inbox and not self.inbox_ready.is_set() and self.numbers.get(topic, 0) < number:
+            logger.warning("A tab missed pushes %d..%d of %s; resyncing it",
+                           self.numbers.get(topic, 0) + 1, number, topic)  # fmt: skip
+            self.numbers[topic] = number
+            self.stale.add(topic)
+            self.inbox_ready.set()
+
+    # --- the tab's own task -------------------------------------------------------------------
+
+    async def _drain_forever(self) -> None:
         while True:
-            await asyncio.sleep(EPOCH_CHECK_SECONDS)
+            await self.inbox_ready.wait()
+            self.inbox_ready.clear()
             try:
-                epoch = await livestate.redis_epoch(livestate.async_client())
-            except Exception as exc:  # Redis is away; look again
-                logger.debug("Could not read the Redis epoch: %s", exc)
-                continue
-            if epoch != self.epoch:
-                await self.close(code=CLOSE_RECONNECT)
-                return
+                async with self.sending:
+                    await self._drain()
+            except RedisError as exc:  # Redis is away: the heartbeat resyncs once it is back
+                logger.warning("Could not resync a tab (%s)", exc)
+            except Exception:
+                logger.exception("A tab's pushes failed; resyncing it")
+                self.stale.update(self.topics)
 
-    async def chat_html(self, event: dict) -> None:
-        """A pre-rendered out-of-band fragment that is not a message (a thread's new name,
-        the session's controls, a finished turn)."""
-        await self.send(text_data=event["html"])
+    async def _drain(self) -> None:
+        """Apply every waiting push in order, as one frame where they fit."""
+        fragments: list[str] = []
+        while self.inbox:
+            topic, number, event = self.inbox.popleft()
+            last = self.numbers.get(topic, 0)
+            if number <= last:
+                continue  # a push the tab's snapshot already held
+            if last and number != last + 1:
+                logger.warning("A tab missed pushes %d..%d of %s; resyncing it",
+                               last + 1, number - 1, topic)  # fmt: skip
+                self.stale.add(topic)
+            self.numbers[topic] = number
+            # Shown even after a gap: it is the newest of what it carries, and the resync
+            # that follows it repairs what went missing before it.
+            fragments += self.fragments_of(event)
+        await self._send_frames(frames.pack(fragments))
+        while self.stale:
+            await self.resync(self.stale.pop())
+
+    def fragments_of(self, event: dict[str, Any]) -> list[str]:
+        """What a push shows (pre-rendered: a thread's new name, the session's controls)."""
+        html = event.get("html")
+        return [html] if isinstance(html, str) else []
+
+    async def resync(self, topic: str) -> None:
+        """Show the present state of what a topic carries, after pushes were lost."""
+
+    async def _send_frames(self, texts: list[str]) -> None:
+        for text in texts:
+            await self.send(text_data=text)
 
 
 class UserConsumer(GroupSocket):
@@ -105,9 +169,9 @@ class UserConsumer(GroupSocket):
         if self.user is None:
             return
         try:
-            await self.join([events.user_group(self.user.pk)])
+            await self.follow([events.user_group(self.user.pk)])
         except RedisError as exc:
-            logger.warning("Could not join a tab's groups (%s); asking it to reconnect", exc)
+            logger.warning("Could not follow a tab's topics (%s); asking it to reconnect", exc)
             await self.close(code=CLOSE_RECONNECT)
 
 
@@ -115,7 +179,9 @@ class ThreadConsumer(GroupSocket):
     async def connect(self) -> None:
         self.thread: Thread | None = None
         self.seen: dict[str, int] = {}  # message id -> last sequence number this tab has
+        self.high_seq = 0  # the newest message (by thread sequence) the tab shows
         self.last_sync = -SYNC_MIN_INTERVAL_SECONDS
+        self.replies_to_resync: set[str] = set()
         await super().connect()
         if self.user is None:
             return
@@ -140,16 +206,6 @@ class ThreadConsumer(GroupSocket):
         if now - self.last_sync < SYNC_MIN_INTERVAL_SECONDS:
             return
         self.last_sync = now
-        try:
-            await self._catch_up(thread, data)
-        except RedisError as exc:
-            # Redis is away or just restarted: ask the page to reconnect and sync again, rather
-            # than crash this socket.
-            logger.warning("Could not sync a tab (%s); asking it to reconnect", exc)
-            self.groups_joined = []
-            await self.close(code=CLOSE_RECONNECT)
-
-    async def _catch_up(self, thread: Thread, data: dict) -> None:
         after_seq = data.get("after_seq", 0)
         if isinstance(after_seq, bool) or not isinstance(after_seq, int):
             after_seq = 0  # Infinity, NaN, strings, floats: start from nothing
@@ -161,16 +217,32 @@ class ThreadConsumer(GroupSocket):
                 pending.append(str(uuid.UUID(str(raw))))
             except ValueError:
                 continue
-        if not self.groups_joined:
-            # Join before reading the snapshot: anything published after the read arrives
-            # through the group, and whatever overlaps is dropped by its sequence number.
-            await self.join(
-                [
-                    events.thread_group(thread.public_id),
-                    events.session_group(thread.session.public_id),
-                    events.user_group(thread.session.owner_id),
-                ]
-            )
+        try:
+            if not self.topics:
+                # Follow before reading the snapshot: anything published after the read
+                # arrives as a push, and whatever overlaps is dropped by its sequence number.
+                await self.follow(
+                    [
+                        events.thread_group(thread.public_id),
+                        events.session_group(thread.session.public_id),
+                        events.user_group(thread.session.owner_id),
+                    ]
+                )
+            async with self.sending:
+                await self._catch_up(thread, after_seq=after_seq, pending=pending)
+                await self.send(text_data=SYNCED)
+        except RedisError as exc:
+            # Redis is away or just restarted: ask the page to reconnect and sync again, rather
+            # than crash this socket.
+            logger.warning("Could not sync a tab (%s); asking it to reconnect", exc)
+            await self.close(code=CLOSE_RECONNECT)
+
+    async def _catch_up(
+        self, thread: Thread, *, after_seq: int, pending: list[str], status: bool = True
+    ) -> None:
+        """Send what a tab showing the thread up to `after_seq`, with `pending` unfinished,
+        lacks: newer bubbles appended, the unfinished ones replaced, and (with `status`) the
+        queue line."""
         messages = await database_sync_to_async(messages_to_sync)(
             thread=thread, after_seq=after_seq, known=pending
         )
@@ -184,6 +256,8 @@ class ThreadConsumer(GroupSocket):
                 self.seen[message_id] = snapshot.seq if snapshot else 0
             else:
                 self.seen[message_id] = events.SETTLED_SEQ
+            self.high_seq = max(self.high_seq, message.seq)
+        self.high_seq = max(self.high_seq, after_seq)
         new = [message for message in messages if message.seq > after_seq]
         shown = [message for message in messages if message.seq <= after_seq]
         replaced = await database_sync_to_async(bubble_fragments)(
@@ -191,62 +265,69 @@ class ThreadConsumer(GroupSocket):
         )
         appended = await database_sync_to_async(bubble_fragments)(new, live_texts=live_texts)
         await self._send_frames(frames.pack(replaced) + frames.pack(appended, appended=True))
+        if not status:
+            return
         # The queue and the auto-round line as they are now; bubbles the tab still shows as
         # waiting that no longer exist (a next member who will not speak) go.
-        status = await database_sync_to_async(events.thread_status_event)(thread_id=thread.pk)
+        line = await database_sync_to_async(events.thread_status_event)(thread_id=thread.pk)
         gone = set(pending) - {str(message.public_id) for message in messages}
-        await self._send_frames([status["html"], *events.removed_fragments(sorted(gone))])
-        await self.send(text_data=SYNCED)
+        await self._send_frames([line["html"], *events.removed_fragments(sorted(gone))])
 
-    async def _send_frames(self, texts: list[str]) -> None:
-        for text in texts:
-            await self.send(text_data=text)
+    def fragments_of(self, event: dict[str, Any]) -> list[str]:
+        kind = event.get("type")
+        if kind == "chat.delta":
+            return self._delta(event)
+        if kind == "chat.state":
+            return self._state(event)
+        if kind == "chat.append":
+            for message_id in event["messages"]:
+                self.seen.setdefault(message_id, 0)
+            self.high_seq = max([self.high_seq, *event.get("seqs", ())])
+            return [frames.appended_to_transcript(fragment) for fragment in event["fragments"]]
+        return super().fragments_of(event)
 
-    async def chat_append(self, event: dict) -> None:
-        for message_id in event["messages"]:
-            self.seen.setdefault(message_id, 0)
-        await self._send_frames(frames.pack(event["fragments"], appended=True))
-
-    async def chat_delta(self, event: dict) -> None:
+    def _delta(self, event: dict[str, Any]) -> list[str]:
         message_id, seq = event["message"], event["seq"]
         last = self.seen.get(message_id, 0)
-        if seq <= last:
-            return  # the snapshot already held it
+        if seq <= last or message_id in self.replies_to_resync:
+            return []  # the snapshot already held it, or a resync will show it
         if seq != last + 1:
-            await self._resync(message_id)
-            return
+            self.replies_to_resync.add(message_id)
+            self.stale.add("replies")
+            return []
         self.seen[message_id] = seq
-        await self._send_frames(frames.pack(frames.appended_text(message_id, event["text"])))
+        return frames.appended_text(message_id, event["text"])
 
-    async def chat_state(self, event: dict) -> None:
+    def _state(self, event: dict[str, Any]) -> list[str]:
         message_id, seq = event["message"], event["seq"]
         if event.get("reset"):
             self.seen[message_id] = 0  # the reply runs again from the start
-            await self._send_frames(frames.pack(event["fragments"]))
-            return
+            self.replies_to_resync.discard(message_id)
+            return list(event["fragments"])
         if seq <= self.seen.get(message_id, 0):
-            return
+            return []
         self.seen[message_id] = seq
-        await self._send_frames(frames.pack(event["fragments"]))
+        self.replies_to_resync.discard(message_id)
+        return list(event["fragments"])
 
-    async def _resync(self, message_id: str) -> None:
-        """A delta went missing (the layer dropped it): replace the bubble from the live tail."""
-        snapshot = await livestate.live_snapshot(livestate.async_client(), message_id)
-        message = await database_sync_to_async(thread_message)(
-            thread=self.thread, public_id=message_id
-        )
-        if message is None:
+    async def resync(self, topic: str) -> None:
+        thread = self.thread
+        if thread is None:
             return
-        live_texts = None
-        if message.in_flight and snapshot is not None:
-            live_texts = {message_id: snapshot.text}
-            self.seen[message_id] = snapshot.seq
-        else:
-            self.seen[message_id] = events.SETTLED_SEQ
-        fragments = await database_sync_to_async(bubble_fragments)(
-            [message], live_texts=live_texts, oob=True
-        )
-        await self._send_frames(frames.pack(fragments))
+        if topic == "replies":  # some replies' own deltas skipped a number
+            ids, self.replies_to_resync = sorted(self.replies_to_resync), set()
+            await self._catch_up(thread, after_seq=self.high_seq, pending=ids, status=False)
+        elif topic == events.thread_group(thread.public_id):
+            unfinished = [mid for mid, seq in self.seen.items() if seq < events.SETTLED_SEQ]
+            self.replies_to_resync = set()
+            await self._catch_up(thread, after_seq=self.high_seq, pending=unfinished)
+            title = await database_sync_to_async(events.thread_title_fragment)(thread_id=thread.pk)
+            await self.send(text_data=title)
+        elif topic == events.session_group(thread.session.public_id):
+            fragments = await database_sync_to_async(events.session_snapshot)(
+                session_id=thread.session_id
+            )
+            await self._send_frames(frames.pack(fragments))
 
     @database_sync_to_async
     def _owned_thread(self, user, public_id) -> Thread | None:

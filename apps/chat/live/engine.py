@@ -1,4 +1,4 @@
-"""Streams one role's reply on the worker's hub: provider → Redis live tail → channel layer → DB.
+"""Streams one role's reply on the worker's hub: provider → Redis live tail and live bus → DB.
 
 Every reply of a worker process runs on the hub's one event loop (`hub.py`), which publishes
 the received text (the first at once, then on its tick), checkpoints it, renews the reply's
@@ -86,7 +86,7 @@ async def _lease_when_free(hub: StreamHub, message_pk: int, lease: str) -> bool:
 
 async def _publish_state(hub: StreamHub, group: str, message: Message, **state) -> None:
     event = await in_db_thread(events.state_event)(message=message, **state)
-    await events.publish_state(hub.layer, group=group, event=event)
+    await events.publish_state(hub.redis, group=group, event=event)
 
 
 async def _resumed_text(hub: StreamHub, message: Message) -> str:
@@ -242,10 +242,10 @@ async def _publish_final(hub: StreamHub, final: Message, *, after_seq: int) -> N
     """The final full replace, outranking every delta, on every tab of the thread."""
     message_id = str(final.public_id)
     final_seq = await livestate.live_finish(hub.redis, message_id, at_least=after_seq + 1)
-    await _publish_state(hub, events.thread_group(final.thread.public_id), final, seq=final_seq)
+    state = await in_db_thread(events.state_event)(message=final, seq=final_seq)
     # The summary strip, the sidebars' unread count and the thread's usage line count it now.
-    for group, event in await in_db_thread(events.settled_reply_events)(thread_id=final.thread_id):
-        await events.publish_state(hub.layer, group=group, event=event)
+    counts = await in_db_thread(events.settled_reply_events)(thread_id=final.thread_id)
+    await events.publish(hub.redis, [(events.thread_group(final.thread.public_id), state), *counts])
 
 
 async def _announce_final(hub: StreamHub, final: Message, *, after_seq: int) -> None:

@@ -2,13 +2,14 @@
 
 Celery stays the queue and the delivery guarantee: a task hands its reply to the hub and waits
 for it (so it is acknowledged only once the reply has settled). Inside the loop, the streams
-share one Redis client, the channel layer, the provider clients and a bounded pool of database
+share one Redis client, the provider clients and a bounded pool of database
 threads, and the hub does per tick, for all of them at once, what each stream used to do on
 its own timers:
 
-- publish the text received since the last tick: one atomic Redis round trip for every tail,
-  then one group message per reply. A reply's first text goes out the moment it arrives; the
-  tick widens with the number of live streams, so CPU per stream stays bounded;
+- publish the text received since the last tick: one Redis round trip appends every reply's
+  new text to its live tail and publishes it on its thread's topic of the live bus. A reply's
+  first text goes out the moment it arrives; the tick widens with the number of live streams,
+  so CPU per stream stays bounded;
 - checkpoint partial text to the database (one transaction for every due reply);
 - and, on a thread of its own, renew the lease of every reply the process holds (one round
   trip every 2 s): the heartbeat says the process is alive, however busy its loop is;
@@ -26,10 +27,9 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
 from channels.db import database_sync_to_async
-from channels.layers import get_channel_layer
 from django.conf import settings
 
-from apps.chat import livestate
+from apps.chat import livebus, livestate
 from apps.chat.display import events
 from apps.chat.live.publisher import LiveReply
 from apps.chat.records.replies import replies_checkpoint
@@ -126,10 +126,6 @@ class StreamHub:
     def redis(self):
         return livestate.async_client()
 
-    @property
-    def layer(self):
-        return get_channel_layer()
-
     async def attach(self, live: LiveReply) -> None:
         """Start hosting a reply; an interrupt that came before it was hosted still counts."""
         self.replies[live.message_id] = live
@@ -172,26 +168,16 @@ class StreamHub:
         chunks = [(live, live.unpublished) for live in lives if live.unpublished]
         if not chunks:
             return
-        seqs = await livestate.live_append_many(
-            self.redis, [(live.message_id, chunk) for live, chunk in chunks]
+        seqs = await livebus.publish_deltas(
+            self.redis,
+            [livebus.Delta(live.group, live.message_id, chunk) for live, chunk in chunks],
         )
-        deltas = []
         for (live, chunk), seq in zip(chunks, seqs, strict=True):
             live.published += len(chunk)
             if seq < 0:
                 await self._reseed(live)
             else:
                 live.seq = seq
-                deltas.append(
-                    events.publish_delta(
-                        self.layer,
-                        group=live.group,
-                        message_id=live.message_id,
-                        seq=seq,
-                        text=chunk,
-                    )
-                )
-        await asyncio.gather(*deltas)
 
     async def _reseed(self, live: LiveReply) -> int:
         """Redis lost this reply's tail (it restarted empty): put the text published so far
@@ -202,7 +188,7 @@ class StreamHub:
         event = await in_db_thread(events.state_event)(
             message=live.message, seq=live.seq, live_text=text
         )
-        await events.publish_state(self.layer, group=live.group, event=event)
+        await events.publish_state(self.redis, group=live.group, event=event)
         return live.seq
 
     async def state_seq(self, live: LiveReply) -> int:

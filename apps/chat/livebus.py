@@ -1,0 +1,212 @@
+"""Parley's live bus: every push to open tabs, as numbered entries of one Redis stream per topic.
+
+A topic is a thread, a session or a person (`display.events` names them). Publishing appends
+an entry numbered by the topic's own counter, so the numbers of a topic are dense: a reader
+that sees n + 2 after n knows a push went missing and resyncs instead of showing a wrong
+page. Entries stay in Redis for a while (a log, not a broadcast), so a web process that falls
+behind reads them late instead of losing them; only a reader that falls further behind than
+the stream keeps finds a gap — and resyncs.
+
+A counter that does not exist (a new topic, or Redis restarted empty) starts at the current
+time in milliseconds, past any number it handed out before: a reader that held an old number
+sees a gap, not a silent rewind.
+
+Deltas of streaming replies are appended to their live tail (`livestate`) and published in
+the same script, one round trip for every reply a worker's tick publishes.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+import redis
+import redis.asyncio as aioredis
+
+from apps.chat.livestate import PREFIX, seq_key, text_key
+
+# Entries a topic's stream keeps: seconds of a busy thread, far more than a reader lags by.
+STREAM_MAXLEN = 512
+STREAM_TTL_SECONDS = 600
+COUNTER_TTL_SECONDS = 86400
+
+
+def stream_key(topic: str) -> str:
+    return f"{PREFIX}:bus:{topic}"
+
+
+def counter_key(topic: str) -> str:
+    return f"{PREFIX}:bus:{topic}:n"
+
+
+# KEYS[1] the topic's stream, KEYS[2] its counter; ARGV[1] now in ms, then the entry's fields.
+_PUBLISH = f"""
+local function publish(stream, counter, now_ms, fields)
+  local n = redis.call('incr', counter)
+  if n == 1 then
+    n = tonumber(now_ms)
+    redis.call('set', counter, n)
+  end
+  redis.call('expire', counter, {COUNTER_TTL_SECONDS})
+  redis.call('xadd', stream, 'MAXLEN', '~', {STREAM_MAXLEN}, n .. '-0', unpack(fields))
+  redis.call('expire', stream, {STREAM_TTL_SECONDS})
+  return n
+end
+"""
+
+_PUBLISH_EVENT = _PUBLISH + "return publish(KEYS[1], KEYS[2], ARGV[1], {'e', ARGV[2]})"
+
+# KEYS[3] the reply's live text, KEYS[4] its sequence; ARGV[2] the message id, ARGV[3] the
+# chunk. Appends to the tail only while it exists (after Redis restarted empty a bare APPEND
+# would start a tail holding only the newest text): -1 then, and nothing is published.
+_PUBLISH_DELTA = (
+    _PUBLISH
+    + """
+if redis.call('exists', KEYS[4]) == 0 then return -1 end
+redis.call('append', KEYS[3], ARGV[3])
+local seq = redis.call('incr', KEYS[4])
+publish(KEYS[1], KEYS[2], ARGV[1], {'m', ARGV[2], 's', seq, 't', ARGV[3]})
+return seq
+"""
+)
+
+
+@dataclass(frozen=True)
+class Delta:
+    """New text of a streaming reply, for the live tail and the tabs on its thread."""
+
+    topic: str
+    message_id: str
+    text: str
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def _encode(event: dict[str, Any]) -> bytes:
+    return orjson.dumps(event)
+
+
+class _Scripts:
+    """The bus's scripts, registered once per client (redis-py reloads them on NOSCRIPT)."""
+
+    def __init__(self, client: Any) -> None:
+        self.event = client.register_script(_PUBLISH_EVENT)
+        self.delta = client.register_script(_PUBLISH_DELTA)
+
+
+_scripts: dict[int, _Scripts] = {}
+
+
+def _scripts_for(client: Any) -> _Scripts:
+    scripts = _scripts.get(id(client))
+    if scripts is None:
+        scripts = _scripts[id(client)] = _Scripts(client)
+    return scripts
+
+
+def publish_sync(client: redis.Redis, pushes: list[tuple[str, dict[str, Any]]]) -> list[int]:
+    """Publish (topic, event) pairs in one round trip, from synchronous code; their numbers."""
+    if not pushes:
+        return []
+    scripts, now = _scripts_for(client), _now_ms()
+    with client.pipeline(transaction=False) as pipe:
+        for topic, event in pushes:
+            scripts.event(
+                keys=[stream_key(topic), counter_key(topic)], args=[now, _encode(event)],
+                client=pipe,
+            )  # fmt: skip
+        return [int(n) for n in pipe.execute()]
+
+
+async def publish(client: aioredis.Redis, pushes: list[tuple[str, dict[str, Any]]]) -> list[int]:
+    """Publish (topic, event) pairs in one round trip; their numbers."""
+    if not pushes:
+        return []
+    scripts, now = _scripts_for(client), _now_ms()
+    async with client.pipeline(transaction=False) as pipe:
+        for topic, event in pushes:
+            await scripts.event(
+                keys=[stream_key(topic), counter_key(topic)], args=[now, _encode(event)],
+                client=pipe,
+            )  # fmt: skip
+        return [int(n) for n in await pipe.execute()]
+
+
+async def publish_deltas(client: aioredis.Redis, deltas: list[Delta]) -> list[int]:
+    """Append each delta to its reply's live tail and publish it, all in one round trip.
+
+    Returns each delta's sequence number within its reply, or -1 where the tail is gone
+    (Redis restarted empty: the caller seeds it again and publishes the whole text).
+    """
+    if not deltas:
+        return []
+    scripts, now = _scripts_for(client), _now_ms()
+    async with client.pipeline(transaction=False) as pipe:
+        for delta in deltas:
+            await scripts.delta(
+                keys=[
+                    stream_key(delta.topic), counter_key(delta.topic),
+                    text_key(delta.message_id), seq_key(delta.message_id),
+                ],
+                args=[now, delta.message_id, delta.text],
+                client=pipe,
+            )  # fmt: skip
+        return [int(seq) for seq in await pipe.execute()]
+
+
+async def heads(client: aioredis.Redis, topics: list[str]) -> dict[str, int]:
+    """The number of each topic's latest push (0: nothing published yet)."""
+    if not topics:
+        return {}
+    values = await client.mget([counter_key(topic) for topic in topics])
+    return {topic: int(value or 0) for topic, value in zip(topics, values, strict=True)}
+
+
+def decode(fields: dict[str, str]) -> dict[str, Any]:
+    """An entry's fields (read with `decode_responses`) as the event it carries."""
+    if "e" in fields:
+        return orjson.loads(fields["e"])
+    return {"type": "chat.delta", "message": fields["m"], "seq": int(fields["s"]),
+            "text": fields["t"]}  # fmt: skip
+
+
+def entry_number(entry_id: str) -> int:
+    """A stream entry's number in its topic (the entry id is `<n>-0`)."""
+    return int(entry_id.partition("-")[0])
+
+
+async def read(
+    client: aioredis.Redis, after: dict[str, int], *, block_ms: int, wake: str | None = None
+) -> list[tuple[str, int, dict[str, Any]]]:
+    """The pushes after each topic's number, in one round trip: (topic, number, event).
+
+    Blocks up to `block_ms` while there is none; an entry added to the `wake` stream ends
+    the wait early (a reader that must start reading another topic).
+    """
+    streams: dict[Any, Any] = {stream_key(topic): f"{n}-0" for topic, n in after.items()}
+    if wake is not None:
+        streams[wake] = "$"
+    if not streams:
+        return []
+    result: Any = await client.xread(streams, block=block_ms)
+    prefix = len(stream_key(""))
+    pushes: list[tuple[str, int, dict[str, Any]]] = []
+    for key, entries in result or []:
+        if key == wake:
+            continue
+        topic = key[prefix:]
+        for entry_id, fields in entries:
+            pushes.append((topic, entry_number(entry_id), decode(fields)))
+    return pushes
+
+
+async def wake(client: aioredis.Redis, key: str) -> None:
+    """End a reader's blocking wait on `key` (see `read`)."""
+    async with client.pipeline(transaction=False) as pipe:
+        pipe.xadd(key, {"w": 1}, maxlen=1)
+        pipe.expire(key, 60)
+        await pipe.execute()
