@@ -8,13 +8,13 @@ controls (summary strip, role picker, addressing line) to every tab on any of it
 
 from __future__ import annotations
 
-import asyncio
 import logging
+import queue
 import threading
 import uuid
 from collections.abc import Callable, Iterable
 
-from django.db import connections, transaction
+from django.db import close_old_connections, transaction
 from redis.exceptions import RedisError
 
 from apps.chat import livebus, livestate
@@ -57,41 +57,74 @@ def user_group(user_id: int) -> str:
 
 
 def _send_on_commit(events_of: Callable[[], Iterable[tuple[str, dict]]]) -> None:
-    """After commit, build the (group, event) pairs — from committed rows — and send them."""
+    """After commit, build the (topic, event) pairs — from committed rows — and publish them,
+    off the committing thread: a request's answer or a worker's next step does not wait for
+    the rendering and the round trip (see `Announcer`)."""
+    transaction.on_commit(lambda: announcer().put(events_of))
 
-    def deliver() -> None:
+
+class Announcer:
+    """One thread per process that builds and publishes committed changes, in commit order.
+
+    What has piled up while it worked goes out together: one Redis round trip for a burst of
+    commits (a hundred composer POSTs at once, a worker settling many replies).
+    """
+
+    def __init__(self) -> None:
+        self.queue: queue.SimpleQueue[Callable[[], Iterable[tuple[str, dict]]]] = (
+            queue.SimpleQueue()
+        )
+        self.thread = threading.Thread(target=self._run, name="parley-announcer", daemon=True)
+        self.thread.start()
+
+    def put(self, events_of: Callable[[], Iterable[tuple[str, dict]]]) -> None:
+        self.queue.put(events_of)
+
+    def _run(self) -> None:
+        while True:
+            batch = [self.queue.get()]
+            while not self.queue.empty() and len(batch) < ANNOUNCE_BATCH:
+                batch.append(self.queue.get_nowait())
+            self._announce(batch)
+
+    def _announce(self, batch: list[Callable[[], Iterable[tuple[str, dict]]]]) -> None:
+        pushes: list[tuple[str, dict]] = []
         try:
-            livebus.publish_sync(livestate.shared_sync_client(), list(events_of()))
+            for events_of in batch:
+                try:
+                    pushes += events_of()
+                except Exception:  # one change's rows are gone (deleted since): skip it
+                    logger.exception("Could not render a change for open tabs")
+            livebus.publish_sync(livestate.shared_sync_client(), pushes)
         except (RedisError, OSError) as exc:
-            # The change is saved; the tabs catch up when they reconnect and sync.
-            logger.warning("Could not announce a change to open tabs (%s)", exc)
-
-    def send() -> None:
-        try:
-            asyncio.get_running_loop()
-        except RuntimeError:
-            deliver()
-            return
-        # Committed from a thread that runs an event loop (an async test harness, a shell):
-        # the ORM refuses to run there, so the announcement goes from a helper thread.
-        helper = threading.Thread(target=_closing_connections(deliver), name="announce")
-        helper.start()
-        helper.join(10)
-
-    transaction.on_commit(send)
-
-
-def _closing_connections(function: Callable[[], None]) -> Callable[[], None]:
-    """A helper thread reads rows and then ends: a connection it kept open would never go
-    back to the pool (a dead thread's connection is lost to it, and the pool runs dry)."""
-
-    def run() -> None:
-        try:
-            function()
+            # The change is saved; the tabs' resync catches up once Redis is back.
+            logger.warning("Could not announce %d changes to open tabs (%s)", len(batch), exc)
         finally:
-            connections.close_all()
+            close_old_connections()  # a pooled connection goes back between bursts
 
-    return run
+    def drain(self, timeout: float = 10) -> None:
+        """Wait until everything put so far has gone out (tests, shutdown)."""
+        done = threading.Event()
+
+        def mark() -> list[tuple[str, dict]]:
+            done.set()
+            return []
+
+        self.queue.put(mark)
+        done.wait(timeout)
+
+
+ANNOUNCE_BATCH = 500
+_announcer: Announcer | None = None
+_announcer_lock = threading.Lock()
+
+
+def announcer() -> Announcer:
+    global _announcer
+    with _announcer_lock:
+        if _announcer is None or not _announcer.thread.is_alive():
+            _announcer = Announcer()
+        return _announcer
 
 
 def publish_messages_added_on_commit(*, thread: Thread, messages: list[Message]) -> None:
