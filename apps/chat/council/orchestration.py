@@ -207,6 +207,14 @@ def _locked_turn(turn_id: int) -> Turn | None:
 
 def turn_release(*, message_id: int) -> None:
     """A staggered reply's response has begun: start the rest of its stage."""
+    held = Message.objects.filter(pk=message_id).values("turn_id", "stage").first()
+    if held is None or held["turn_id"] is None:
+        return
+    if not Message.objects.filter(
+        turn_id=held["turn_id"], stage=held["stage"], status=MessageStatus.QUEUED,
+        dispatched_at__isnull=True,
+    ).exists():  # fmt: skip
+        return  # nothing waits on it: no write transaction (on SQLite, no writer lock)
     with transaction.atomic():
         message = Message.objects.get(pk=message_id)
         if message.turn_id is None:

@@ -220,19 +220,26 @@ def session_controls_event(*, session_id: int) -> dict:
     return html_event(render_session_controls(session))
 
 
-def settled_reply_events(*, thread_id: int) -> list[tuple[str, dict]]:
-    """What tabs show anew once a reply of the thread has settled, read in one go: the
-    session's strip and the thread's unread badge on every tab of the session, the thread's
-    usage line on the tabs showing it."""
-    thread = Thread.objects.select_related("session__credential").get(pk=thread_id)
-    session_html = render_session_controls(thread.session) + render_unread_badge(thread_id)
-    return [
-        (session_group(thread.session.public_id), html_event(session_html)),
-        (
-            thread_group(thread.public_id),
-            html_event(render_thread_usage(thread)),
-        ),
-    ]
+def settled_counts_events(*, thread_ids: list[int]) -> list[tuple[str, dict]]:
+    """What tabs show anew once replies of these threads have settled, read in one go: each
+    session's strip once, with the threads' unread badges, on every tab of the session; each
+    thread's usage line on the tabs showing it."""
+    threads = Thread.objects.select_related("session__credential").filter(pk__in=thread_ids)
+    by_session: dict[int, list[Thread]] = {}
+    for thread in threads:
+        by_session.setdefault(thread.session_id, []).append(thread)
+    pushes = []
+    for session_threads in by_session.values():
+        session = session_threads[0].session
+        html = render_session_controls(session) + "".join(
+            render_unread_badge(thread.pk) for thread in session_threads
+        )
+        pushes.append((session_group(session.public_id), html_event(html)))
+        pushes += [
+            (thread_group(thread.public_id), html_event(render_thread_usage(thread)))
+            for thread in session_threads
+        ]
+    return pushes
 
 
 def publish_turn_finished_on_commit(*, thread: Thread) -> None:

@@ -19,19 +19,14 @@ from django.conf import settings
 from apps.chat import livestate
 from apps.chat.council import orchestration, summaries, tools
 from apps.chat.council.replies import reply_rerun
-from apps.chat.council.requests import reply_setup, request_for_reply, transcript_entries
+from apps.chat.council.requests import request_for_reply
+from apps.chat.council.starting import ReplyStart, reply_start
 from apps.chat.council.turn_guard import TurnGuard
 from apps.chat.display import events
 from apps.chat.live.hub import StreamHub, in_db_thread, stream_hub
 from apps.chat.live.publisher import LiveReply
 from apps.chat.models import Message, MessageStatus
-from apps.chat.records.replies import (
-    message_claim,
-    message_fail_unsaved,
-    message_finish,
-    reply_is_queued,
-    reply_secret,
-)
+from apps.chat.records.replies import message_fail_unsaved, message_finish, reply_is_queued
 from apps.chat.records.text import storable
 from apps.connectors import client as mcp_client
 from apps.providers.calls import converse
@@ -58,11 +53,11 @@ async def stream_reply(hub: StreamHub, message_pk: int) -> None:
         return
     hub.leases[message_pk] = lease  # renewed by the process's heartbeat from now on
     try:
-        claim = await in_db_thread(message_claim)(message_id=message_pk)
-        if claim is not None and claim.gave_up:
-            await _announce_final(hub, claim.message, after_seq=events.SETTLED_SEQ - 1)
-        elif claim is not None:
-            await _stream_claimed(hub, claim.message, lease, resumed=claim.resumed)
+        start = await in_db_thread(reply_start)(message_id=message_pk)
+        if start is not None and start.claim.gave_up:
+            await _announce_final(hub, start.claim.message, after_seq=events.SETTLED_SEQ - 1)
+        elif start is not None:
+            await _stream_claimed(hub, start, lease)
     finally:
         hub.leases.pop(message_pk, None)
         await livestate.lease_release(hub.redis, message_pk, lease)
@@ -96,9 +91,10 @@ async def _resumed_text(hub: StreamHub, message: Message) -> str:
     return livestate.text_shown(saved=message.text, tail=snapshot.text if snapshot else None)
 
 
-async def _stream_claimed(hub: StreamHub, message: Message, lease: str, *, resumed: bool) -> None:
+async def _stream_claimed(hub: StreamHub, start: ReplyStart, lease: str) -> None:
+    message, setup, resumed = start.claim.message, start.setup, start.claim.resumed
+    assert setup is not None  # a claim that was not given up
     live = LiveReply(message=message, lease=lease)
-    setup = await in_db_thread(reply_setup)(message=message)
     started = time.monotonic()
     first_token_at: float | None = None
     usage = Usage()
@@ -109,7 +105,11 @@ async def _stream_claimed(hub: StreamHub, message: Message, lease: str, *, resum
     resume_text = await _resumed_text(hub, message) if resumed else ""
     live.resume_from(resume_text)
     live.seq = await livestate.live_reset(hub.redis, live.message_id, resume_text)
-    await _publish_state(hub, live.group, message, seq=live.seq, live_text=resume_text)
+    if start.streaming_event is not None:  # rendered with the claim: the bubble, streaming
+        streaming = {**start.streaming_event, "seq": live.seq, "reset": False}
+        await events.publish_state(hub.redis, group=live.group, event=streaming)
+    else:
+        await _publish_state(hub, live.group, message, seq=live.seq, live_text=resume_text)
     # The continuation's leading blanks would double the ones the cut-off text ends with.
     joining = resume_text[-1:].isspace()
 
@@ -134,22 +134,18 @@ async def _stream_claimed(hub: StreamHub, message: Message, lease: str, *, resum
 
     async def consume() -> None:
         nonlocal first_token_at, usage, joining, api_key, stop
-        api_key, base_url = await in_db_thread(reply_secret)(message=message)
+        api_key, base_url = start.api_key, start.base_url
         adapter = get_adapter(message.provider)
-        summary = None
-        # The history is read once, for the summary decision and for the request.
-        transcript = await in_db_thread(transcript_entries)(message=message)
-        plan = await in_db_thread(summaries.plan_summary)(
-            thread_id=message.thread_id, entries=transcript
-        )
-        if plan is not None:
+        request, plan = start.request, start.summary_plan
+        if plan is not None:  # a long history: its summary first, then the request
             summary = await summaries.ensure_summary(
                 plan, adapter=adapter, model=message.model, api_key=api_key,
                 base_url=base_url, redis=hub.redis,
             )  # fmt: skip
-        request = await in_db_thread(request_for_reply)(
-            message=message, summary=summary, transcript=transcript
-        )
+            request = await in_db_thread(request_for_reply)(
+                message=message, summary=summary, transcript=start.transcript
+            )
+        assert request is not None
         guard = TurnGuard(own=setup.own_names, others=setup.other_names)
         released = message.turn_id is None
         stream = converse(
@@ -243,9 +239,11 @@ async def _publish_final(hub: StreamHub, final: Message, *, after_seq: int) -> N
     message_id = str(final.public_id)
     final_seq = await livestate.live_finish(hub.redis, message_id, at_least=after_seq + 1)
     state = await in_db_thread(events.state_event)(message=final, seq=final_seq)
-    # The summary strip, the sidebars' unread count and the thread's usage line count it now.
-    counts = await in_db_thread(events.settled_reply_events)(thread_id=final.thread_id)
-    await events.publish(hub.redis, [(events.thread_group(final.thread.public_id), state), *counts])
+    await events.publish_state(
+        hub.redis, group=events.thread_group(final.thread.public_id), event=state
+    )
+    # The summary strip, the sidebars' unread count and the thread's usage line count it soon.
+    hub.counts_changed(final.thread_id)
 
 
 async def _announce_final(hub: StreamHub, final: Message, *, after_seq: int) -> None:

@@ -13,7 +13,10 @@ its own timers:
 - checkpoint partial text to the database (one transaction for every due reply);
 - and, on a thread of its own, renew the lease of every reply the process holds (one round
   trip every 2 s): the heartbeat says the process is alive, however busy its loop is;
-- listen for interrupts on one Redis subscription and cancel the streams they name.
+- listen for interrupts on one Redis subscription and cancel the streams they name;
+- at most once a second, show the counts that settled replies changed (the session's strip,
+  the threads' unread badges and usage lines): one read and one render per session however
+  many of its replies settled, not an aggregate per reply.
 """
 
 from __future__ import annotations
@@ -43,6 +46,7 @@ T = TypeVar("T")
 STREAMS_PER_TICK = 50
 MAX_TICK_STRETCH = 4
 MAX_NAP_SECONDS = 0.1
+COUNTS_INTERVAL_SECONDS = 1.0
 RESUBSCRIBE_SECONDS = 1.0
 
 
@@ -68,6 +72,9 @@ class StreamHub:
         self._stopping = threading.Event()
         self._ready = threading.Event()
         self._checkpointing = False
+        self.counts_due: set[int] = set()  # threads whose settled replies changed the counts
+        self._counting = False
+        self._last_counts = 0.0
         self._services: list[asyncio.Task] = []
         self._errands: set[asyncio.Task] = set()  # one-off tasks, referenced until they end
 
@@ -229,6 +236,7 @@ class StreamHub:
             try:
                 await self._publish_due()
                 self._checkpoint_due(now)
+                self._counts_due(now)
             except Exception:  # a Redis or database blip must not end the ticks
                 logger.exception("The stream hub's tick failed; retrying on the next one")
 
@@ -251,6 +259,30 @@ class StreamHub:
             logger.exception("Could not checkpoint %d streaming replies", len(lives))
         finally:
             self._checkpointing = False
+
+    def counts_changed(self, thread_id: int) -> None:
+        self.counts_due.add(thread_id)
+
+    def _counts_due(self, now: float) -> None:
+        if (
+            not self.counts_due
+            or self._counting
+            or now - self._last_counts < COUNTS_INTERVAL_SECONDS
+        ):
+            return
+        thread_ids, self.counts_due = sorted(self.counts_due), set()
+        self._counting, self._last_counts = True, now
+        self._run_errand(self._publish_counts(thread_ids), "show the counts of settled replies")
+
+    async def _publish_counts(self, thread_ids: list[int]) -> None:
+        try:
+            pushes = await in_db_thread(events.settled_counts_events)(thread_ids=thread_ids)
+            await events.publish(self.redis, pushes)
+        except Exception:
+            self.counts_due.update(thread_ids)  # shown on a later tick
+            raise
+        finally:
+            self._counting = False
 
     def _give_up_lost(self, message_pks: list[int]) -> None:
         """This worker stalled past its lease and another run took the reply over: stop

@@ -1,0 +1,56 @@
+"""Everything a claimed reply needs before its provider request leaves, read in one go.
+
+The worker's event loop reaches the database through a small pool of threads shared by every
+stream of the process; a reply that took seven trips there before asking its model waited
+behind checkpoints and settles seven times. `reply_start` claims the reply and reads the
+rest on one trip: who it may speak for, the decrypted key, the transcript, whether it needs
+a summary, the request itself, and the bubble that shows it streaming.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from apps.chat.council import summaries
+from apps.chat.council.requests import (
+    ReplySetup,
+    reply_setup,
+    request_for_reply,
+    transcript_entries,
+)
+from apps.chat.display import events
+from apps.chat.records.replies import ClaimedReply, message_claim, reply_secret
+from apps.providers.types import ChatRequest
+
+
+@dataclass
+class ReplyStart:
+    claim: ClaimedReply
+    setup: ReplySetup | None = None
+    api_key: str = ""
+    base_url: str = ""
+    transcript: list = None  # type: ignore[assignment]
+    # Set when the history is too long: the summary is written first, then the request.
+    summary_plan: summaries.SummaryPlan | None = None
+    request: ChatRequest | None = None
+    # The "streaming" bubble of a fresh claim (a taken-over one shows its kept text instead).
+    streaming_event: dict | None = None
+
+
+def reply_start(*, message_id: int) -> ReplyStart | None:
+    """Claim a queued reply and gather what its request needs; None when it is settled."""
+    claim = message_claim(message_id=message_id)
+    if claim is None or claim.gave_up:
+        return None if claim is None else ReplyStart(claim=claim)
+    message = claim.message
+    start = ReplyStart(claim=claim, setup=reply_setup(message=message))
+    start.api_key, start.base_url = reply_secret(message=message)
+    start.transcript = transcript_entries(message=message)
+    start.summary_plan = summaries.plan_summary(
+        thread_id=message.thread_id, entries=start.transcript
+    )
+    if start.summary_plan is None:
+        start.request = request_for_reply(message=message, transcript=start.transcript)
+    if not claim.resumed:
+        start.streaming_event = events.state_event(message=message, seq=0, live_text="")
+    return start
