@@ -64,7 +64,7 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
-    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "config.middleware.StaticFilesMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -202,7 +202,7 @@ if not DEBUG:
 
 # Streaming behaviour.
 PARLEY_FLUSH_INTERVAL_MS = env_int("PARLEY_FLUSH_INTERVAL_MS", 75, minimum=10)
-PARLEY_CHECKPOINT_INTERVAL_MS = env_int("PARLEY_CHECKPOINT_INTERVAL_MS", 1500, minimum=100)
+PARLEY_CHECKPOINT_INTERVAL_MS = env_int("PARLEY_CHECKPOINT_INTERVAL_MS", 4000, minimum=100)
 # Database threads of a worker's stream hub: they bound its database connections.
 PARLEY_WORKER_DB_THREADS = env_int("PARLEY_WORKER_DB_THREADS", 8, minimum=1)
 PARLEY_REPLY_TIMEOUT_SECONDS = env_int("PARLEY_REPLY_TIMEOUT_SECONDS", 900, minimum=5)

@@ -25,7 +25,7 @@ from apps.chat.models import (
     Thread,
     Turn,
 )
-from apps.chat.records.replies import reply_provider
+from apps.chat.records.replies import message_finish, reply_provider
 from apps.chat.records.text import storable
 from apps.roles.models import Role
 
@@ -249,3 +249,14 @@ def replies_recover(*, grace_seconds: int = livestate.LEASE_TTL_SECONDS) -> list
     for thread_id in set(QueuedMessage.objects.values_list("thread_id", flat=True)):
         orchestration.queue_next(thread_id=thread_id)
     return restarted
+
+
+def reply_settle(*, message_id: int, advance: bool = True, **final: Any) -> tuple[Message, dict]:
+    """Store a reply's final state and let its turn go on, in one transaction (one commit,
+    and on SQLite one hold of its single writer's lock); the settled bubble's push, rendered
+    after the commit (its `seq` is the caller's to set)."""
+    with transaction.atomic():
+        message = message_finish(message_id=message_id, **final)
+        if advance and message.turn_id is not None:
+            orchestration.turn_advance(turn_id=message.turn_id)
+    return message, events.state_event(message=message, seq=0)

@@ -18,7 +18,7 @@ from django.conf import settings
 
 from apps.chat import livestate
 from apps.chat.council import orchestration, summaries, tools
-from apps.chat.council.replies import reply_rerun
+from apps.chat.council.replies import reply_rerun, reply_settle
 from apps.chat.council.requests import request_for_reply
 from apps.chat.council.starting import ReplyStart, reply_start
 from apps.chat.council.turn_guard import TurnGuard
@@ -26,7 +26,7 @@ from apps.chat.display import events
 from apps.chat.live.hub import StreamHub, in_db_thread, stream_hub
 from apps.chat.live.publisher import LiveReply
 from apps.chat.models import Message, MessageStatus
-from apps.chat.records.replies import message_fail_unsaved, message_finish, reply_is_queued
+from apps.chat.records.replies import message_fail_unsaved, reply_is_queued
 from apps.chat.records.text import storable
 from apps.connectors import client as mcp_client
 from apps.providers.calls import converse
@@ -212,33 +212,46 @@ async def _stream_claimed(hub: StreamHub, start: ReplyStart, lease: str) -> None
 async def _settle(
     hub: StreamHub, live: LiveReply, message: Message, *, status: str, error: str, **timings
 ) -> None:
-    """Store the reply's final state, show it everywhere, and let the turn go on."""
+    """Store the reply's final state and let the turn go on, then show it everywhere."""
+    # "Apply now": the same reply runs again with the session's new settings, in this turn.
+    restart = status == MessageStatus.INTERRUPTED and await livestate.restart_requested(
+        hub.redis, live.message_id
+    )
     try:
-        final = await in_db_thread(message_finish)(
-            message_id=message.pk, status=status, content=live.content(), error=error, **timings
-        )
+        final, state = await in_db_thread(reply_settle)(
+            message_id=message.pk, advance=not restart, status=status, content=live.content(),
+            error=error, **timings,
+        )  # fmt: skip
     except Exception as exc:  # the reply still ends, with its checkpointed text
         logger.exception("Could not save the final state of reply %s", live.message_id)
         final = await in_db_thread(message_fail_unsaved)(
             message_id=message.pk, reason=type(exc).__name__
         )
-    if status == MessageStatus.INTERRUPTED and await livestate.restart_requested(
-        hub.redis, live.message_id
-    ):  # "Apply now": the same reply again, with the session's new settings
-        await _publish_final(hub, final, after_seq=live.seq)
+        await _announce_final(hub, final, after_seq=live.seq)
+        return
+    if restart:
+        await _publish_final(hub, final, after_seq=live.seq, state=state)
         await livestate.clear_cancel(hub.redis, live.message_id)
         hub.leases.pop(message.pk, None)  # the rerun takes over
         await livestate.lease_release(hub.redis, message.pk, live.lease)
         await in_db_thread(reply_rerun)(message=final)
         return
-    await _announce_final(hub, final, after_seq=live.seq)
+    try:
+        await _publish_final(hub, final, after_seq=live.seq, state=state)
+        await livestate.clear_cancel(hub.redis, live.message_id)
+    except Exception:  # Redis is away: the tabs' resync shows it once Redis is back
+        logger.warning("Could not push the final state of reply %s", final.public_id)
 
 
-async def _publish_final(hub: StreamHub, final: Message, *, after_seq: int) -> None:
+async def _publish_final(
+    hub: StreamHub, final: Message, *, after_seq: int, state: dict | None = None
+) -> None:
     """The final full replace, outranking every delta, on every tab of the thread."""
     message_id = str(final.public_id)
     final_seq = await livestate.live_finish(hub.redis, message_id, at_least=after_seq + 1)
-    state = await in_db_thread(events.state_event)(message=final, seq=final_seq)
+    if state is None:
+        state = await in_db_thread(events.state_event)(message=final, seq=final_seq)
+    state = {**state, "seq": final_seq, "reset": False}
     await events.publish_state(
         hub.redis, group=events.thread_group(final.thread.public_id), event=state
     )
