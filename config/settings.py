@@ -108,7 +108,9 @@ def _database() -> dict[str, Any]:
     config: dict[str, Any] = dict(parsed)
     if config["ENGINE"] == "django.db.backends.sqlite3":
         # Web, worker threads and tests write concurrently: WAL plus immediate transactions
-        # turn "database is locked" races into short waits.
+        # turn "database is locked" races into short waits, and a process's threads queue for
+        # the writer on a lock of their own (config/sqlite/base.py).
+        config["ENGINE"] = "config.sqlite"
         config["OPTIONS"] = {
             "timeout": 30,
             "transaction_mode": "IMMEDIATE",

@@ -32,7 +32,7 @@ BIN = Path(sys.executable).parent
 def database_url() -> str:
     """The test database, as a URL the child processes can open."""
     db = connection.settings_dict
-    if db["ENGINE"].endswith("sqlite3"):
+    if connection.vendor == "sqlite":
         return f"sqlite:///{db['NAME']}"
     user = db.get("USER") or ""
     password = f":{db['PASSWORD']}" if db.get("PASSWORD") else ""

@@ -134,6 +134,7 @@ def turn_start(
     route = route_or_refuse(thread=thread, session=session, text=text, links=links)
     notices = routing_notices(route, links)
     roles = {link.role.handle: link.role for link in links}
+    links_by_handle = {link.role.handle: link for link in links}
     targets = list(route.targets)
     sequential = session.turn_mode == TurnMode.SEQUENTIAL and len(targets) > 1
     if sequential:  # one at a time, in the session's round order
@@ -169,24 +170,31 @@ def turn_start(
             seq=next(seqs),
             turn=turn,
             stage=Stage.LAST if handle in route.last else Stage.PARALLEL,
+            link=links_by_handle.get(handle),
         )
         for handle in targets
     ]
+    status_changed = bool(turn.auto_rounds)  # a rounds line may show while they run
     if route.sticky != thread.sticky_handle:  # the tabs on the thread show the new sticky role
         Thread.objects.filter(pk=thread.pk).update(sticky_handle=route.sticky)
         thread.sticky_handle = route.sticky
+        status_changed = True
     Session.objects.filter(pk=session.pk).update(updated_at=timezone.now())
     events.publish_messages_added_on_commit(
         thread=thread, messages=[user_message, *notice_messages, *replies]
     )
-    events.publish_thread_status_on_commit(thread=thread)
+    if status_changed:
+        events.publish_thread_status_on_commit(thread=thread)
     if not thread.label:
         thread_autoname(thread=thread, text=text)
     stagger = settings.PARLEY_STAGGER_FANOUT and all(
         reply.provider == "anthropic" for reply in replies
     )
     first_dispatch(replies=replies, stagger=stagger, sequential=sequential)
-    return PostedMessage(user_message=user_message, replies=replies, notices=notice_messages)
+    return PostedMessage(
+        user_message=user_message, replies=replies, notices=notice_messages, session=session,
+        links=links,
+    )  # fmt: skip
 
 
 def first_dispatch(*, replies: list[Message], stagger: bool, sequential: bool = False) -> None:

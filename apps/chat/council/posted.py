@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from apps.chat.models import Message, QueuedMessage, Thread
+from apps.chat.models import Message, QueuedMessage, Session, SessionRole, Thread
 
 
 @dataclass(frozen=True)
@@ -14,6 +14,9 @@ class PostedMessage:
     notices: list[Message] = field(default_factory=list)
     redirect_to: Thread | None = None  # a command moved the person to another thread
     queued: QueuedMessage | None = None  # kept until the running turn has settled
+    # The session and its roles as the turn read them: the composer's answer shows the same.
+    session: Session | None = None
+    links: list[SessionRole] | None = None
 
     @property
     def messages(self) -> list[Message]:

@@ -156,12 +156,21 @@ def _bubble_html(
     inherited: bool = False,
     prices: PriceTable | None = None,
 ) -> str:
+    # A new bubble is rendered for the composer's answer and again for the other tabs: the
+    # second time, the same message in the same state reuses the first rendering.
+    key = (oob, inherited, live_text, message.status, message.updated_at, message.seq,
+           message.speaker, role.pk if role else None)  # fmt: skip
+    cached = message.__dict__.get("_rendered_bubble")
+    if cached is not None and cached[0] == key:
+        return cached[1]
     context = {
         **bubble_context(message, role=role, live_text=live_text, prices=prices),
         "oob": oob,
         "inherited": inherited,
     }
-    return render_to_string("chat/_message.html", context)
+    html = render_to_string("chat/_message.html", context)
+    message.__dict__["_rendered_bubble"] = (key, html)
+    return html
 
 
 def render_bubbles(

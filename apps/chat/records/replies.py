@@ -47,10 +47,18 @@ def reply_provider(
 
 
 def reply_placeholder(
-    *, thread: Thread, session: Session, role: Role, seq: int, turn: Turn, stage: int
+    *,
+    thread: Thread,
+    session: Session,
+    role: Role,
+    seq: int,
+    turn: Turn,
+    stage: int,
+    link: SessionRole | None = None,
 ) -> Message:
-    """A queued reply bubble for `role`, with the provider and model it will use."""
-    provider, model, credential = reply_provider(session=session, role=role)
+    """A queued reply bubble for `role`, with the provider and model it will use (`link`:
+    the role's session settings, when the caller has read them)."""
+    provider, model, credential = reply_provider(session=session, role=role, link=link)
     return Message.objects.create(
         thread=thread,
         seq=seq,

@@ -176,12 +176,13 @@ def chat_context(*, session, thread) -> dict:
     return {**session_controls_context(session), "thread": thread, "client_token": uuid.uuid4()}
 
 
-def composer_context(*, session, thread) -> dict:
+def composer_context(*, session, thread, links=None) -> dict:
     """What the composer shows (its role picker and addressing line; not the summary strip,
-    whose totals cost a query over the whole session, on every message sent)."""
+    whose totals cost a query over the whole session, on every message sent). `links`: the
+    session's roles, when the caller has read them."""
     return {
         "session": session,
-        "links": session_links(session=session),
+        "links": session_links(session=session) if links is None else links,
         "thread": thread,
         "client_token": uuid.uuid4(),  # a new one per composer: see message_post
     }
@@ -378,7 +379,11 @@ def message_create(request, thread):
         url = reverse("chat:thread_detail", kwargs={"thread": target.public_id})
         return HttpResponseClientRedirect(url) if request.htmx else redirect(url)
     context = {
-        **composer_context(session=Session.objects.get(pk=thread.session_id), thread=thread),
+        **composer_context(
+            session=posted.session or Session.objects.get(pk=thread.session_id),
+            thread=thread,
+            links=posted.links,
+        ),
         "form": MessageForm(),
         "appended_html": render_bubbles(posted.messages),
         "status_html": render_thread_status(thread) if posted.queued else "",
