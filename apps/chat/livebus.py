@@ -17,6 +17,7 @@ the same script, one round trip for every reply a worker's tick publishes.
 
 from __future__ import annotations
 
+import hashlib
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -24,6 +25,7 @@ from typing import Any
 import orjson
 import redis
 import redis.asyncio as aioredis
+from redis.exceptions import NoScriptError
 
 from apps.chat.livestate import PREFIX, seq_key, text_key
 
@@ -90,50 +92,52 @@ def _encode(event: dict[str, Any]) -> bytes:
     return orjson.dumps(event)
 
 
-class _Scripts:
-    """The bus's scripts, registered once per client (redis-py reloads them on NOSCRIPT)."""
-
-    def __init__(self, client: Any) -> None:
-        self.event = client.register_script(_PUBLISH_EVENT)
-        self.delta = client.register_script(_PUBLISH_DELTA)
+# A script runs by its digest: no source sent per call, and no check per pipeline (redis-py's
+# registered scripts ask Redis whether they exist before every pipeline: a round trip more).
+_EVENT_SHA = hashlib.sha1(_PUBLISH_EVENT.encode()).hexdigest()  # noqa: S324 (Redis's own id)
+_DELTA_SHA = hashlib.sha1(_PUBLISH_DELTA.encode()).hexdigest()  # noqa: S324
 
 
-_scripts: dict[int, _Scripts] = {}
+def _is_noscript(results: list[Any]) -> bool:
+    return any(isinstance(result, NoScriptError) for result in results)
 
 
-def _scripts_for(client: Any) -> _Scripts:
-    scripts = _scripts.get(id(client))
-    if scripts is None:
-        scripts = _scripts[id(client)] = _Scripts(client)
-    return scripts
+def _event_commands(pipe: Any, pushes: list[tuple[str, dict[str, Any]]]) -> None:
+    now = _now_ms()
+    for topic, event in pushes:
+        pipe.evalsha(_EVENT_SHA, 2, stream_key(topic), counter_key(topic), now, _encode(event))
+
+
+def _delta_commands(pipe: Any, deltas: list[Delta]) -> None:
+    now = _now_ms()
+    for delta in deltas:
+        pipe.evalsha(
+            _DELTA_SHA, 4, stream_key(delta.topic), counter_key(delta.topic),
+            text_key(delta.message_id), seq_key(delta.message_id),
+            now, delta.message_id, delta.text,
+        )  # fmt: skip
 
 
 def publish_sync(client: redis.Redis, pushes: list[tuple[str, dict[str, Any]]]) -> list[int]:
     """Publish (topic, event) pairs in one round trip, from synchronous code; their numbers."""
     if not pushes:
         return []
-    scripts, now = _scripts_for(client), _now_ms()
-    with client.pipeline(transaction=False) as pipe:
-        for topic, event in pushes:
-            scripts.event(
-                keys=[stream_key(topic), counter_key(topic)], args=[now, _encode(event)],
-                client=pipe,
-            )  # fmt: skip
-        return [int(n) for n in pipe.execute()]
+    for attempt in range(2):
+        with client.pipeline(transaction=False) as pipe:
+            _event_commands(pipe, pushes)
+            results = pipe.execute(raise_on_error=False)
+        if not _is_noscript(results) or attempt:
+            break
+        client.script_load(_PUBLISH_EVENT)  # Redis restarted (or never saw it): load, again
+    return [int(n) for n in _raise_errors(results)]
 
 
 async def publish(client: aioredis.Redis, pushes: list[tuple[str, dict[str, Any]]]) -> list[int]:
     """Publish (topic, event) pairs in one round trip; their numbers."""
     if not pushes:
         return []
-    scripts, now = _scripts_for(client), _now_ms()
-    async with client.pipeline(transaction=False) as pipe:
-        for topic, event in pushes:
-            await scripts.event(
-                keys=[stream_key(topic), counter_key(topic)], args=[now, _encode(event)],
-                client=pipe,
-            )  # fmt: skip
-        return [int(n) for n in await pipe.execute()]
+    results = await _execute(client, lambda pipe: _event_commands(pipe, pushes), _PUBLISH_EVENT)
+    return [int(n) for n in results]
 
 
 async def publish_deltas(client: aioredis.Redis, deltas: list[Delta]) -> list[int]:
@@ -144,18 +148,26 @@ async def publish_deltas(client: aioredis.Redis, deltas: list[Delta]) -> list[in
     """
     if not deltas:
         return []
-    scripts, now = _scripts_for(client), _now_ms()
-    async with client.pipeline(transaction=False) as pipe:
-        for delta in deltas:
-            await scripts.delta(
-                keys=[
-                    stream_key(delta.topic), counter_key(delta.topic),
-                    text_key(delta.message_id), seq_key(delta.message_id),
-                ],
-                args=[now, delta.message_id, delta.text],
-                client=pipe,
-            )  # fmt: skip
-        return [int(seq) for seq in await pipe.execute()]
+    results = await _execute(client, lambda pipe: _delta_commands(pipe, deltas), _PUBLISH_DELTA)
+    return [int(seq) for seq in results]
+
+
+async def _execute(client: aioredis.Redis, commands, script: str) -> list[Any]:
+    for attempt in range(2):
+        async with client.pipeline(transaction=False) as pipe:
+            commands(pipe)
+            results = await pipe.execute(raise_on_error=False)
+        if not _is_noscript(results) or attempt:
+            break
+        await client.script_load(script)  # Redis restarted (or never saw it): load, again
+    return _raise_errors(results)
+
+
+def _raise_errors(results: list[Any]) -> list[Any]:
+    for result in results:
+        if isinstance(result, Exception):
+            raise result
+    return results
 
 
 async def heads(client: aioredis.Redis, topics: list[str]) -> dict[str, int]:

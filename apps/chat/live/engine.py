@@ -156,8 +156,11 @@ async def _stream_claimed(hub: StreamHub, start: ReplyStart, lease: str) -> None
         async with asyncio.timeout(settings.PARLEY_REPLY_TIMEOUT_SECONDS), aclosing(stream):
             async for event in stream:
                 if not released:  # the response has begun: staggered siblings may start
-                    released = True
-                    await in_db_thread(orchestration.turn_release)(message_id=message.pk)
+                    released = True  # (beside the stream: its first text must not wait)
+                    hub.run_errand(
+                        in_db_thread(orchestration.turn_release)(message_id=message.pk),
+                        "start the rest of a staggered stage",
+                    )
                 if isinstance(event, TextDelta) and event.text:
                     if first_token_at is None:
                         first_token_at = time.monotonic()

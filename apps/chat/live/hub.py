@@ -145,9 +145,9 @@ class StreamHub:
     def text_arrived(self, live: LiveReply, *, first: bool) -> None:
         """The first text of a reply goes out at once; the rest waits for the tick."""
         if first:
-            self._run_errand(self.flush(live), "publish the first text of a reply")
+            self.run_errand(self.flush(live), "publish the first text of a reply")
 
-    def _run_errand(self, coroutine: Coroutine[Any, Any, None], what: str) -> None:
+    def run_errand(self, coroutine: Coroutine[Any, Any, None], what: str) -> None:
         """A task the loop must not lose: the event loop keeps only weak references to tasks,
         and a failure is logged rather than left unretrieved (the next tick retries)."""
         errand = self.loop.create_task(coroutine)
@@ -247,7 +247,7 @@ class StreamHub:
         due = [live for live in self.replies.values() if live.checkpoint_due(now, every)]
         if due:
             self._checkpointing = True
-            self._run_errand(self._checkpoint(due, now), "checkpoint streaming replies")
+            self.run_errand(self._checkpoint(due, now), "checkpoint streaming replies")
 
     async def _checkpoint(self, lives: list[LiveReply], now: float) -> None:
         texts = {live.message_pk: live.text for live in lives}
@@ -272,7 +272,7 @@ class StreamHub:
             return
         thread_ids, self.counts_due = sorted(self.counts_due), set()
         self._counting, self._last_counts = True, now
-        self._run_errand(self._publish_counts(thread_ids), "show the counts of settled replies")
+        self.run_errand(self._publish_counts(thread_ids), "show the counts of settled replies")
 
     async def _publish_counts(self, thread_ids: list[int]) -> None:
         try:

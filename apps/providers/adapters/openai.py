@@ -8,6 +8,7 @@ from typing import Any
 
 import httpx2
 import openai
+import orjson
 
 from apps.providers.adapters.clients import client_key, client_scope
 from apps.providers.adapters.translate import to_openai
@@ -95,7 +96,7 @@ async def _events(response) -> AsyncIterator[dict[str, Any]]:
         data = line[5:].strip()
         if data == "[DONE]":
             return
-        chunk = json.loads(data)
+        chunk = orjson.loads(data)
         if chunk.get("error"):
             error = chunk["error"] if isinstance(chunk["error"], dict) else {}
             raise openai.APIError(
