@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from decimal import Decimal
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
-from django.db.models import Avg, Count, F, IntegerField, Q, QuerySet, Sum
+from django.db.models import Count, F, IntegerField, Q, QuerySet, Sum
 from django.db.models.fields.json import KT
 from django.db.models.functions import Cast, Coalesce
 
@@ -243,39 +243,49 @@ def _tokens(key: str):
 
 
 def usage_totals(replies: QuerySet[Message]) -> UsageSummary:
-    """Token counts and timings summed by the database over finished replies."""
-
-    row = replies.aggregate(
-        replies=Count("pk"),
-        input_tokens=_tokens("input"),
-        output_tokens=_tokens("output"),
-        cache_read_tokens=_tokens("cache_read"),
-        cache_write_tokens=_tokens("cache_write"),
-        avg_duration_ms=Avg("duration_ms"),
-        avg_ttft_ms=Avg("ttft_ms"),
-        truncated=Count("pk", filter=Q(continuations__gt=0) | Q(stop_reason="max_tokens")),
-        cut_off=Count("pk", filter=Q(stop_reason="max_tokens")),
-    )
-    for average in ("avg_duration_ms", "avg_ttft_ms"):
-        if row[average] is not None:
-            row[average] = int(row[average])
-    return UsageSummary(**row, **usage_cost(replies))
-
-
-def usage_cost(replies: QuerySet[Message]) -> dict:
-    """The replies' cost by the price table, summed per provider and model by the database."""
-    prices = PriceTable()
+    """Token counts, timings and cost summed by the database over finished replies, in one
+    query grouped by provider and model (the price table prices each group)."""
     per_model = replies.values("provider", "model").annotate(
-        count=Count("pk"), **{key: _tokens(key) for key in USAGE_KEYS}
+        count=Count("pk"),
+        **{key: _tokens(key) for key in USAGE_KEYS},
+        duration_sum=Coalesce(Sum("duration_ms"), 0),
+        duration_count=Count("duration_ms"),
+        ttft_sum=Coalesce(Sum("ttft_ms"), 0),
+        ttft_count=Count("ttft_ms"),
+        truncated_count=Count("pk", filter=Q(continuations__gt=0) | Q(stop_reason="max_tokens")),
+        cut_off_count=Count("pk", filter=Q(stop_reason="max_tokens")),
     )
+    rows: list[dict[str, Any]] = [dict(row) for row in per_model.order_by()]
+    prices = PriceTable() if rows else None
     cost, saved, unpriced = Decimal(0), Decimal(0), 0
-    for row in per_model.order_by():
-        priced = prices.cost(row["provider"], row["model"], row)
+    for row in rows:
+        priced = prices.cost(row["provider"], row["model"], row) if prices else None
         if priced is None:
             unpriced += row["count"]
         else:
             cost, saved = cost + priced.amount, saved + priced.cache_saved
-    return {"cost": cost, "cache_saved": saved, "unpriced": unpriced}
+
+    def total(key: str) -> int:
+        return sum(row[key] for row in rows)
+
+    def average(key: str) -> int | None:
+        count = total(f"{key}_count")
+        return int(total(f"{key}_sum") / count) if count else None
+
+    return UsageSummary(
+        replies=total("count"),
+        input_tokens=total("input"),
+        output_tokens=total("output"),
+        cache_read_tokens=total("cache_read"),
+        cache_write_tokens=total("cache_write"),
+        avg_duration_ms=average("duration"),
+        avg_ttft_ms=average("ttft"),
+        truncated=total("truncated_count"),
+        cut_off=total("cut_off_count"),
+        cost=cost,
+        cache_saved=saved,
+        unpriced=unpriced,
+    )
 
 
 def _finished_replies(**scope) -> QuerySet[Message]:

@@ -12,6 +12,8 @@ from django.utils.safestring import SafeString, mark_safe
 from apps.chat.display import frames
 from apps.chat.display.markdown import render_markdown
 from apps.chat.models import (
+    NOTICE_SPEAKER,
+    USER_SPEAKER,
     Message,
     MessageKind,
     MessageStatus,
@@ -173,16 +175,24 @@ def _bubble_html(
     return html
 
 
+def _speaking_roles(messages: list[Message], known: dict[str, Role] | None) -> dict[str, Role]:
+    speakers = {message.speaker for message in messages} - {USER_SPEAKER, NOTICE_SPEAKER}
+    missing = speakers - set(known or ())
+    return {**(known or {}), **(roles_by_handle(missing) if missing else {})}
+
+
 def render_bubbles(
     messages: Iterable[Message],
     *,
     live_texts: dict[str, str] | None = None,
     oob: bool = False,
     inherited: bool = False,
+    roles: dict[str, Role] | None = None,
 ) -> SafeString:
-    """Render bubbles in order; `oob` marks each for an out-of-band replace by id."""
+    """Render bubbles in order; `oob` marks each for an out-of-band replace by id. `roles`:
+    the session's roles by handle, when the caller has read them (others are looked up)."""
     messages = list(messages)
-    roles = roles_by_handle({message.speaker for message in messages})
+    roles = _speaking_roles(messages, roles)
     live_texts = live_texts or {}
     prices = PriceTable() if any(message.finished_at for message in messages) else None
     html = "".join(

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from django.db import transaction
-from django.db.models import F
+from django.db.models import F, Value
+from django.db.models.functions import Greatest, Least
 from django.utils import timezone
 
 from apps.chat.display import events
@@ -42,10 +43,12 @@ def thread_mark_seen(*, thread: Thread, seq: int | None = None) -> int:
     """Its owner has seen the thread up to `seq` (else all of it); returns what was seen
     before, so a page can mark where the new messages start. Never goes back."""
     before = thread.seen_seq
-    # Read afresh: the caller's row may predate the messages it is marking.
-    latest = Thread.objects.values_list("next_seq", flat=True).get(pk=thread.pk) - 1
-    seen = latest if seq is None else max(0, min(seq, latest))
-    if Thread.objects.filter(pk=thread.pk, seen_seq__lt=seen).update(seen_seq=seen):
+    # Against the row as it is now (the caller's may predate the messages it is marking),
+    # in one statement: never past the latest message, never back.
+    latest = F("next_seq") - 1
+    seen = latest if seq is None else Greatest(Value(0), Least(Value(seq), latest))
+    marked = Thread.objects.filter(pk=thread.pk).alias(seen=seen).filter(seen_seq__lt=F("seen"))
+    if marked.update(seen_seq=seen):
         events.publish_seen_on_commit(thread=thread)  # other tabs' badges go too
     return before
 

@@ -195,10 +195,12 @@ def thread_detail(request, thread):
     session = thread.session
     page, later = _opening_page(request, thread)
     seen_before = threads.thread_mark_seen(thread=thread)
+    chat = chat_context(session=session, thread=thread)
+    roles = {link.role.handle: link.role for link in chat["links"]}
     context = {
-        **chat_context(session=session, thread=thread),
+        **chat,
         **thread_status_context(thread),
-        **_page_context(thread, page),
+        **_page_context(thread, page, roles=roles),
         "tree": thread_tree(session=session),
         "form": MessageForm(),
         "slash_commands": command_list(),
@@ -280,12 +282,12 @@ def _opening_page(request, thread):
     return transcript_page(thread=thread), None
 
 
-def _page_context(thread, page) -> dict:
+def _page_context(thread, page, roles=None) -> dict:
     return {
         "thread": thread,
         "earlier": page.earlier,
-        "inherited_html": render_bubbles(page.inherited, inherited=True),
-        "messages_html": render_bubbles(page.own),
+        "inherited_html": render_bubbles(page.inherited, inherited=True, roles=roles),
+        "messages_html": render_bubbles(page.own, roles=roles),
     }
 
 
