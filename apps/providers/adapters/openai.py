@@ -96,7 +96,10 @@ async def _events(response) -> AsyncIterator[dict[str, Any]]:
         data = line[5:].strip()
         if data == "[DONE]":
             return
-        chunk = orjson.loads(data)
+        try:
+            chunk = orjson.loads(data)
+        except orjson.JSONDecodeError:  # a lone surrogate escape (\ud800): orjson refuses it
+            chunk = json.loads(data)
         if chunk.get("error"):
             error = chunk["error"] if isinstance(chunk["error"], dict) else {}
             raise openai.APIError(
