@@ -215,9 +215,6 @@ PARLEY_RECOVERY_INTERVAL_SECONDS = env_int("PARLEY_RECOVERY_INTERVAL_SECONDS", 3
 PARLEY_MAX_REPLY_ATTEMPTS = env_int("PARLEY_MAX_REPLY_ATTEMPTS", 3, minimum=1)
 PARLEY_MAX_MESSAGE_CHARS = env_int("PARLEY_MAX_MESSAGE_CHARS", 100_000, minimum=100)
 # Demo provider pacing: about 300 ms to the first token and 40 tokens per second.
-# Hot views (the composer's POST, a thread's page) run on a pool of threads, not on the one
-# thread Django gives synchronous views under ASGI (apps/chat/web/concurrent.py).
-PARLEY_CONCURRENT_VIEWS = env_bool("PARLEY_CONCURRENT_VIEWS", True)
 PARLEY_DEMO_FIRST_TOKEN_MS = env_int("PARLEY_DEMO_FIRST_TOKEN_MS", 300, minimum=0)
 PARLEY_DEMO_TOKENS_PER_SECOND = env_int("PARLEY_DEMO_TOKENS_PER_SECOND", 40, minimum=1)
 

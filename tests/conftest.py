@@ -307,15 +307,3 @@ def anthropic_thread(alice_thread, emulated_anthropic):
         session=alice_thread.session, credential=emulated_anthropic, model="claude-sonnet-5"
     )
     return alice_thread
-
-
-@pytest.fixture(autouse=True)
-def views_see_the_test_transaction(request, settings):
-    """A test wrapped in a transaction that it never commits: hot views run on the request's
-    own thread (and connection) to see its rows. Transactional tests keep the thread pool."""
-    marker = request.node.get_closest_marker("django_db")
-    transactional = bool(marker and marker.kwargs.get("transaction")) or any(
-        name in request.fixturenames for name in ("transactional_db", "live_server")
-    )
-    if not transactional:
-        settings.PARLEY_CONCURRENT_VIEWS = False

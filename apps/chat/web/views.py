@@ -37,7 +37,6 @@ from apps.chat.selectors import (
     transcript_page,
     transcript_page_around,
 )
-from apps.chat.web.concurrent import concurrent_view
 from apps.chat.web.exports import export_html, export_json, export_markdown
 from apps.chat.web.forms import (
     MessageForm,
@@ -189,7 +188,6 @@ def composer_context(*, session, thread, links=None) -> dict:
 
 
 @require_GET
-@concurrent_view
 def thread_detail(request, thread):
     thread = get_object_or_404(threads_for_user(user=request.user), public_id=thread)
     session = thread.session
@@ -230,7 +228,6 @@ def _cursor(request, name: str) -> uuid.UUID | None:
 
 
 @require_GET
-@concurrent_view
 def thread_later(request, thread):
     """The messages just after the newest one a page opened at a search hit shows."""
     thread = get_object_or_404(threads_for_user(user=request.user), public_id=thread)
@@ -246,7 +243,6 @@ def thread_later(request, thread):
 
 
 @require_POST
-@concurrent_view
 def thread_seen(request, thread):
     """The tab showing the thread was looked at: its replies up to `seq` are read."""
     thread = get_object_or_404(threads_for_user(user=request.user), public_id=thread)
@@ -259,7 +255,6 @@ def thread_seen(request, thread):
 
 
 @require_GET
-@concurrent_view
 def thread_earlier(request, thread):
     """The messages just before the oldest one a page shows (it asks as the reader scrolls up)."""
     thread = get_object_or_404(threads_for_user(user=request.user), public_id=thread)
@@ -354,7 +349,6 @@ def message_edit(request, message):
 
 
 @require_POST
-@concurrent_view
 def message_create(request, thread):
     thread = get_object_or_404(threads_for_user(user=request.user), public_id=thread)
     form = MessageForm(request.POST)
@@ -394,7 +388,6 @@ def message_create(request, thread):
 
 
 @require_GET
-@concurrent_view
 def message_bubble(request, message):
     """One bubble over HTTP: a tab fetches a message too large for a websocket frame."""
     message = get_object_or_404(messages_for_user(user=request.user), public_id=message)
@@ -409,7 +402,6 @@ def message_source(request, message):
 
 
 @require_POST
-@concurrent_view
 def message_rerun(request, message):
     """Retry a failed reply or regenerate any settled one; the bubble updates over the socket."""
     message = get_object_or_404(messages_for_user(user=request.user), public_id=message)
@@ -423,7 +415,6 @@ def message_rerun(request, message):
 
 
 @require_POST
-@concurrent_view
 def thread_interrupt(request, thread):
     thread = get_object_or_404(threads_for_user(user=request.user), public_id=thread)
     replies.thread_interrupt(thread=thread)
