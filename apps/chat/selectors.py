@@ -242,31 +242,47 @@ def _tokens(key: str):
     return Coalesce(Sum(Cast(KT(f"usage__{key}"), IntegerField())), 0)
 
 
-def usage_totals(replies: QuerySet[Message]) -> UsageSummary:
-    """Token counts, timings and cost summed by the database over finished replies, in one
-    query grouped by provider and model (the price table prices each group)."""
-    per_model = replies.values("provider", "model").annotate(
-        count=Count("pk"),
-        **{key: _tokens(key) for key in USAGE_KEYS},
-        duration_sum=Coalesce(Sum("duration_ms"), 0),
-        duration_count=Count("duration_ms"),
-        ttft_sum=Coalesce(Sum("ttft_ms"), 0),
-        ttft_count=Count("ttft_ms"),
-        truncated_count=Count("pk", filter=Q(continuations__gt=0) | Q(stop_reason="max_tokens")),
-        cut_off_count=Count("pk", filter=Q(stop_reason="max_tokens")),
-    )
-    rows: list[dict[str, Any]] = [dict(row) for row in per_model.order_by()]
-    prices = PriceTable() if rows else None
+def _usage_annotations(prefix: str = "", within: Q | None = None) -> dict[str, Any]:
+    """Per-group sums of usage and timings (`within`: only the rows it matches)."""
+
+    def rows(condition: Q | None = None) -> Q | None:
+        if within is None:
+            return condition
+        return within if condition is None else within & condition
+
+    truncated = Q(continuations__gt=0) | Q(stop_reason="max_tokens")
+    tokens = {
+        f"{prefix}{key}": Coalesce(Sum(Cast(KT(f"usage__{key}"), IntegerField()), filter=rows()), 0)
+        for key in USAGE_KEYS
+    }
+    return {
+        f"{prefix}count": Count("pk", filter=rows()),
+        **tokens,
+        f"{prefix}duration_sum": Coalesce(Sum("duration_ms", filter=rows()), 0),
+        f"{prefix}duration_count": Count("duration_ms", filter=rows()),
+        f"{prefix}ttft_sum": Coalesce(Sum("ttft_ms", filter=rows()), 0),
+        f"{prefix}ttft_count": Count("ttft_ms", filter=rows()),
+        f"{prefix}truncated_count": Count("pk", filter=rows(truncated)),
+        f"{prefix}cut_off_count": Count("pk", filter=rows(Q(stop_reason="max_tokens"))),
+    }
+
+
+def _usage_summary(
+    rows: list[dict[str, Any]], prefix: str = "", prices: PriceTable | None = None
+) -> UsageSummary:
+    """One summary from rows grouped by provider and model, priced by the price table."""
+    rows = [row for row in rows if row[f"{prefix}count"]]
     cost, saved, unpriced = Decimal(0), Decimal(0), 0
     for row in rows:
-        priced = prices.cost(row["provider"], row["model"], row) if prices else None
+        usage = {key: row[f"{prefix}{key}"] for key in USAGE_KEYS}
+        priced = prices.cost(row["provider"], row["model"], usage) if prices else None
         if priced is None:
-            unpriced += row["count"]
+            unpriced += row[f"{prefix}count"]
         else:
             cost, saved = cost + priced.amount, saved + priced.cache_saved
 
     def total(key: str) -> int:
-        return sum(row[key] for row in rows)
+        return sum(row[f"{prefix}{key}"] for row in rows)
 
     def average(key: str) -> int | None:
         count = total(f"{key}_count")
@@ -286,6 +302,31 @@ def usage_totals(replies: QuerySet[Message]) -> UsageSummary:
         cache_saved=saved,
         unpriced=unpriced,
     )
+
+
+def _per_model(replies: QuerySet[Message], **annotations: Any) -> list[dict[str, Any]]:
+    grouped = replies.values("provider", "model").annotate(**annotations).order_by()
+    return [dict(row) for row in grouped]
+
+
+def usage_totals(replies: QuerySet[Message]) -> UsageSummary:
+    """Token counts, timings and cost summed by the database over finished replies, in one
+    query grouped by provider and model (the price table prices each group)."""
+    rows = _per_model(replies, **_usage_annotations())
+    return _usage_summary(rows, prices=PriceTable() if rows else None)
+
+
+def session_and_thread_usage(
+    *, session: Session, thread: Thread
+) -> tuple[UsageSummary, UsageSummary]:
+    """The session's totals and one of its threads' own, in one query (a thread's page)."""
+    rows = _per_model(
+        _finished_replies(thread__session=session),
+        **_usage_annotations(),
+        **_usage_annotations("thread_", Q(thread=thread)),
+    )
+    prices = PriceTable() if rows else None
+    return _usage_summary(rows, prices=prices), _usage_summary(rows, "thread_", prices)
 
 
 def _finished_replies(**scope) -> QuerySet[Message]:

@@ -11,7 +11,12 @@ from django.urls import reverse
 from apps.chat.models import Message, MessageStatus
 from apps.chat.records.threads import thread_create, thread_rename
 from apps.chat.search import search_session
-from apps.chat.selectors import PAGE_SIZE, session_usage, thread_usage
+from apps.chat.selectors import (
+    PAGE_SIZE,
+    session_and_thread_usage,
+    session_usage,
+    thread_usage,
+)
 from apps.providers.models import ModelPrice
 from apps.providers.pricing import PriceTable, format_money
 from bench.long_threads import thread_fill
@@ -72,6 +77,9 @@ def test_session_and_thread_cost_follow_the_price_table_and_stored_usage(alice_t
         session.cache_saved
         == (Decimal(10_000) * Decimal("2.7") - Decimal(2_000) * Decimal("0.75")) / 1_000_000
     )
+    # A thread's page reads both in one query: the same figures.
+    together = session_and_thread_usage(session=alice_thread.session, thread=alice_thread)
+    assert together == (session, thread_usage(thread=alice_thread))
     client.force_login(alice_thread.session.owner)
     page = client.get(reverse("chat:thread_detail", kwargs={"thread": alice_thread.public_id}))
     html = page.content.decode()

@@ -253,12 +253,13 @@ def _fetched_bubble(message: Message, *, oob: bool) -> str:
     )
 
 
-def session_controls_context(session) -> dict:
-    """What the summary strip, the role picker and the addressing line show."""
+def session_controls_context(session, usage=None) -> dict:
+    """What the summary strip, the role picker and the addressing line show (`usage`: the
+    session's totals, when the caller has read them)."""
     return {
         "session": session,
         "links": session_links(session=session),
-        "usage": session_usage(session=session),
+        "usage": session_usage(session=session) if usage is None else usage,
         "provider_label": (
             session.credential.get_provider_display() if session.credential else "Demo"
         ),

@@ -26,12 +26,12 @@ from apps.chat.records import sessions, threads
 from apps.chat.search import search_session
 from apps.chat.selectors import (
     messages_for_user,
+    session_and_thread_usage,
     session_links,
     sessions_for_user,
     sessions_with_unread,
     thread_in_flight_for_session,
     thread_tree,
-    thread_usage,
     threads_for_user,
     transcript_after,
     transcript_page,
@@ -170,9 +170,13 @@ def session_settings(request, session):
     return response
 
 
-def chat_context(*, session, thread) -> dict:
+def chat_context(*, session, thread, usage=None) -> dict:
     """What the composer, the role picker and the summary strip show."""
-    return {**session_controls_context(session), "thread": thread, "client_token": uuid.uuid4()}
+    return {
+        **session_controls_context(session, usage=usage),
+        "thread": thread,
+        "client_token": uuid.uuid4(),
+    }
 
 
 def composer_context(*, session, thread, links=None) -> dict:
@@ -193,7 +197,8 @@ def thread_detail(request, thread):
     session = thread.session
     page, later = _opening_page(request, thread)
     seen_before = threads.thread_mark_seen(thread=thread)
-    chat = chat_context(session=session, thread=thread)
+    usage, own_usage = session_and_thread_usage(session=session, thread=thread)
+    chat = chat_context(session=session, thread=thread, usage=usage)
     roles = {link.role.handle: link.role for link in chat["links"]}
     context = {
         **chat,
@@ -202,7 +207,7 @@ def thread_detail(request, thread):
         "tree": thread_tree(session=session),
         "form": MessageForm(),
         "slash_commands": command_list(),
-        "thread_usage": thread_usage(thread=thread),
+        "thread_usage": own_usage,
         "later": later,
         "seen_seq": seen_before,
         "latest_seq": thread.next_seq - 1,
