@@ -113,12 +113,11 @@ def _lineage(thread: Thread) -> list[tuple[int, int | None]]:
     from, newest first."""
     lineage: list[tuple[int, int | None]] = [(thread.pk, None)]
     fork_id = thread.forked_from_id if thread.parent_id else None
-    while fork_id is not None:
-        thread_id, seq = Message.objects.values_list("thread_id", "seq").get(pk=fork_id)
+    while fork_id is not None:  # one query per ancestor: the fork point and its thread's
+        thread_id, seq, parent_id, fork_id = Message.objects.values_list(
+            "thread_id", "seq", "thread__parent_id", "thread__forked_from_id"
+        ).get(pk=fork_id)
         lineage.append((thread_id, seq))
-        parent_id, fork_id = Thread.objects.values_list("parent_id", "forked_from_id").get(
-            pk=thread_id
-        )
         if parent_id is None:
             fork_id = None
     return lineage
@@ -141,6 +140,8 @@ def transcript_page(
         start = starts[0]
     for index in range(start, len(lineage)):
         thread_id, last_seq = lineage[index]
+        if index == 0 and before is None and thread.next_seq == 1:
+            continue  # a fresh branch has nothing of its own yet
         rows = Message.objects.filter(thread_id=thread_id).select_related("author")
         if index > 0:
             rows = rows.exclude(kind="notice").filter(seq__lte=last_seq)
@@ -416,6 +417,8 @@ def thread_tree(*, session: Session) -> list[tuple[Thread, int]]:
 
 def thread_queue(*, thread: Thread) -> list[QueuedMessage]:
     """Messages waiting for the thread's running turn to settle, in the order they will run."""
+    if thread.next_seq == 1:
+        return []  # a thread with no message has no turn to wait for (a fresh branch)
     return list(QueuedMessage.objects.filter(thread=thread))
 
 
@@ -433,6 +436,8 @@ class RoundState:
 
 def round_state(*, thread: Thread) -> RoundState | None:
     """Where the thread's running turn is in its auto-rounds (None: no rounds to come)."""
+    if thread.next_seq == 1:
+        return None  # no message, no turn (a fresh branch)
     turn = Turn.objects.filter(thread=thread).order_by("-pk").first()
     if turn is None or not turn.auto_rounds or turn.rounds_stopped:
         return None

@@ -95,7 +95,7 @@ def test_a_fresh_branch_of_a_ten_thousand_message_thread_opens_with_its_latest_h
     messages = fill(alice_thread, 10_000)
     branch = thread_branch(thread=alice_thread, message=messages[-1])
     client.force_login(alice)
-    with django_assert_max_num_queries(13):
+    with django_assert_max_num_queries(10):
         html = client.get(f"/t/{branch.public_id}/").content.decode()
     assert seqs_in(html) == list(range(10_000 - PAGE_SIZE + 1, 10_001))
     assert html.count('id="inherited-msg-') == PAGE_SIZE
