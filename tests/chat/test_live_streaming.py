@@ -34,7 +34,7 @@ async def open_tab(cookie: bytes | None, thread, *, after_seq: int = 0, pending=
     if cookie:
         headers.append((b"cookie", cookie))
     communicator = WebsocketCommunicator(application, f"/ws/threads/{thread.public_id}/", headers)
-    connected, _ = await communicator.connect()
+    connected, _ = await communicator.connect(timeout=10)  # many tabs open at once in some tests
     assert connected
     await communicator.send_to(
         text_data=json.dumps({"type": "sync", "after_seq": after_seq, "pending": list(pending)})

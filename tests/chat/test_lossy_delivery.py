@@ -9,6 +9,7 @@ websocket on the full ASGI stack. Only the hand-over from the process's bus read
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import re
 
 import pytest
@@ -44,13 +45,12 @@ def lossy(monkeypatch, drop) -> list[int]:
     return dropped
 
 
-async def council_of_streams(alice, alice_thread, count):
+async def council_of_streams(alice, alice_thread, count, tabs):
     threads = [alice_thread] + [
         await database_sync_to_async(thread_create)(session=alice_thread.session)
         for _ in range(count - 1)
     ]
     cookie = await database_sync_to_async(session_cookie)(alice)
-    tabs = []
     for thread in threads:
         for _ in range(TABS_PER_THREAD):
             tab = Tab()
@@ -63,7 +63,14 @@ async def council_of_streams(alice, alice_thread, count):
     for n, thread in enumerate(threads):
         _, reply = await post(thread, alice, f"Stream number {n}, please")
         replies[thread.pk] = reply
-    return tabs, replies
+    return replies
+
+
+async def close(tabs) -> None:
+    """Every tab's socket closed, whatever happened (no app instance outlives the test)."""
+    for _, _, communicator in tabs:
+        with contextlib.suppress(Exception):
+            await communicator.disconnect()
 
 
 def final_body(message: Message) -> str:
@@ -91,8 +98,6 @@ async def converge(tabs, replies, timeout: float = 90) -> None:
                         return
 
     await asyncio.gather(*(follow(*entry) for entry in tabs))
-    for _, _, communicator in tabs:
-        await communicator.disconnect()
 
 
 async def test_every_tab_converges_when_every_seventh_push_is_lost(
@@ -102,8 +107,12 @@ async def test_every_tab_converges_when_every_seventh_push_is_lost(
     settings.PARLEY_DEMO_TOKENS_PER_SECOND = 60
     settings.PARLEY_FLUSH_INTERVAL_MS = 40
     dropped = lossy(monkeypatch, lambda n, event: n % 7 == 0)
-    tabs, replies = await council_of_streams(alice, alice_thread, STREAMS)
-    await converge(tabs, replies)
+    tabs: list = []
+    try:
+        replies = await council_of_streams(alice, alice_thread, STREAMS, tabs)
+        await converge(tabs, replies)
+    finally:
+        await close(tabs)
     assert dropped[0] > 100  # the test did lose pushes, of every kind
     for reply in replies.values():
         stored = await Message.objects.aget(pk=reply.pk)
@@ -122,6 +131,10 @@ async def test_every_tab_converges_when_the_finished_push_of_some_replies_is_los
         return event.get("type") == "chat.state" and 'data-status="done"' in html and n % 3 != 1
 
     dropped = lossy(monkeypatch, finished)
-    tabs, replies = await council_of_streams(alice, alice_thread, STREAMS)
-    await converge(tabs, replies)
+    tabs: list = []
+    try:
+        replies = await council_of_streams(alice, alice_thread, STREAMS, tabs)
+        await converge(tabs, replies)
+    finally:
+        await close(tabs)
     assert dropped[0] >= STREAMS  # most tabs never got their reply's finished push
