@@ -150,8 +150,11 @@ def celery_worker(celery_worker_session, transactional_db):
     runs on into the next test's database.
     """
     yield celery_worker_session
+    from apps.chat.council.dispatch import wait_for_sends
     from apps.chat.council.replies import thread_interrupt
     from apps.chat.models import IN_FLIGHT, Message, Thread
+
+    wait_for_sends()  # every task the test enqueued is in the broker
 
     for thread in Thread.objects.filter(messages__status__in=IN_FLIGHT).distinct():
         thread_interrupt(thread=thread)

@@ -7,11 +7,12 @@ task module sits above it, in the entry points).
 from __future__ import annotations
 
 import logging
+from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 from functools import partial
 
-from celery import current_app
-from django.db import transaction
+from celery import Celery, current_app
+from django.db import close_old_connections, transaction
 from django.utils import timezone
 from kombu.exceptions import OperationalError
 from redis.exceptions import RedisError
@@ -25,16 +26,37 @@ RUN_REPLY_TASK = "apps.chat.tasks.run_reply"
 QUEUED_GRACE_SECONDS = 30
 
 
-def enqueue_reply(message_pk: int) -> None:
+def enqueue_reply(message_pk: int, *, app: Celery | None = None) -> None:
     """Send one reply's task to the workers now. With the broker away the reply stays queued
     with its dispatch time set, and the workers' recovery sweep enqueues it once it is back."""
     try:
-        current_app.send_task(RUN_REPLY_TASK, args=[message_pk])
+        (app or current_app).send_task(RUN_REPLY_TASK, args=[message_pk])
     except (OperationalError, RedisError, OSError) as exc:
         logger.warning("Could not enqueue reply %s (%s); recovery will", message_pk, exc)
         # Known not to be in the broker: due for the very next sweep, not after the grace.
         overdue = timezone.now() - timedelta(seconds=QUEUED_GRACE_SECONDS + 1)
         Message.objects.filter(pk=message_pk).update(dispatched_at=overdue)
+
+
+# One thread per process sends the tasks of committed replies, in order: a composer POST's
+# answer (or a worker's database thread settling a stage) does not wait on the broker. A task
+# that never leaves (the process died first) is found by the recovery sweep, as one the broker
+# lost would be.
+_sender = ThreadPoolExecutor(max_workers=1, thread_name_prefix="parley-enqueue")
+
+
+def _send_after_commit(app: Celery, message_pk: int) -> None:
+    try:
+        enqueue_reply(message_pk, app=app)
+    except Exception:
+        logger.exception("Could not enqueue reply %s; recovery will", message_pk)
+    finally:
+        close_old_connections()  # a pooled connection goes back after a failed send's write
+
+
+def wait_for_sends(timeout: float = 10) -> None:
+    """Until every task handed to the sending thread so far has gone (tests, shutdown)."""
+    _sender.submit(lambda: None).result(timeout)
 
 
 def dispatch(messages: list[Message]) -> None:
@@ -43,6 +65,7 @@ def dispatch(messages: list[Message]) -> None:
         return
     now = timezone.now()
     Message.objects.filter(pk__in=[m.pk for m in messages]).update(dispatched_at=now)
+    app = current_app._get_current_object()  # the sending thread has no app of its own
     for message in messages:
         message.dispatched_at = now
-        transaction.on_commit(partial(enqueue_reply, message.pk))
+        transaction.on_commit(partial(_sender.submit, _send_after_commit, app, message.pk))
