@@ -124,10 +124,11 @@ def _lineage(thread: Thread) -> list[tuple[int, int | None]]:
 
 
 def transcript_page(
-    *, thread: Thread, before: Message | None = None, size: int = PAGE_SIZE
+    *, thread: Thread, before: Message | None = None, size: int = PAGE_SIZE, own: bool = True
 ) -> TranscriptPage | None:
     """The `size` latest messages of the thread's transcript, or those just before `before`;
-    None when `before` is not in this thread's transcript. A few queries whatever its length."""
+    None when `before` is not in this thread's transcript. A few queries whatever its length.
+    `own=False`: the caller knows the thread has no message of its own (a fresh branch)."""
     lineage = _lineage(thread)
     newest_first: list[tuple[bool, Message]] = []
     wanted = size + 1  # one more than shown tells whether older ones exist
@@ -140,8 +141,8 @@ def transcript_page(
         start = starts[0]
     for index in range(start, len(lineage)):
         thread_id, last_seq = lineage[index]
-        if index == 0 and before is None and thread.next_seq == 1:
-            continue  # a fresh branch has nothing of its own yet
+        if index == 0 and not own:
+            continue
         rows = Message.objects.filter(thread_id=thread_id).select_related("author")
         if index > 0:
             rows = rows.exclude(kind="notice").filter(seq__lte=last_seq)
@@ -417,8 +418,6 @@ def thread_tree(*, session: Session) -> list[tuple[Thread, int]]:
 
 def thread_queue(*, thread: Thread) -> list[QueuedMessage]:
     """Messages waiting for the thread's running turn to settle, in the order they will run."""
-    if thread.next_seq == 1:
-        return []  # a thread with no message has no turn to wait for (a fresh branch)
     return list(QueuedMessage.objects.filter(thread=thread))
 
 
@@ -436,8 +435,6 @@ class RoundState:
 
 def round_state(*, thread: Thread) -> RoundState | None:
     """Where the thread's running turn is in its auto-rounds (None: no rounds to come)."""
-    if thread.next_seq == 1:
-        return None  # no message, no turn (a fresh branch)
     turn = Turn.objects.filter(thread=thread).order_by("-pk").first()
     if turn is None or not turn.auto_rounds or turn.rounds_stopped:
         return None

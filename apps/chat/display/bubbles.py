@@ -335,13 +335,15 @@ def removed_fragment(message_id) -> str:
     return format_html('<article id="msg-{}" hx-swap-oob="delete"></article>', message_id)
 
 
-def thread_status_context(thread: Thread) -> dict:
-    """What the composer shows about the thread: queued messages, auto-rounds, sticky role."""
+def thread_status_context(thread: Thread, *, empty: bool = False) -> dict:
+    """What the composer shows about the thread: queued messages, auto-rounds, sticky role.
+    `empty`: the caller has just read the thread without a message (a fresh branch), so it has
+    no turn and no queue to read."""
     return {
         "thread": thread,
         "session": thread.session,
-        "queue": thread_queue(thread=thread),
-        "rounds": round_state(thread=thread),
+        "queue": [] if empty else thread_queue(thread=thread),
+        "rounds": None if empty else round_state(thread=thread),
     }
 
 

@@ -202,7 +202,7 @@ def thread_detail(request, thread):
     roles = {link.role.handle: link.role for link in chat["links"]}
     context = {
         **chat,
-        **thread_status_context(thread),
+        **thread_status_context(thread, empty=thread.next_seq == 1),
         **_page_context(thread, page, roles=roles),
         "tree": thread_tree(session=session),
         "form": MessageForm(),
@@ -279,7 +279,7 @@ def _opening_page(request, thread):
     target = thread.messages.filter(public_id=at).first() if at else None
     if target is not None:
         return transcript_page_around(thread=thread, message=target)
-    return transcript_page(thread=thread), None
+    return transcript_page(thread=thread, own=thread.next_seq > 1), None
 
 
 def _page_context(thread, page, roles=None) -> dict:
