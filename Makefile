@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: run test setup lint format browser bench clean
+.PHONY: run test setup lint format browser node bench clean
 
 setup: $(STAMP)
 
@@ -41,7 +41,17 @@ format: setup
 	$(VENV)/bin/ruff format .
 	$(VENV)/bin/ruff check --fix .
 
-test: setup browser lint
+# Real third-party servers the tests run (the reference MCP server), from npm.
+NODE_STAMP := tests/node/node_modules/.installed
+
+node: $(NODE_STAMP)
+
+$(NODE_STAMP): tests/node/package.json tests/node/package-lock.json
+	@command -v npm >/dev/null || { echo "The tests need node and npm (the reference MCP server): install nodejs and npm."; exit 1; }
+	npm ci --prefix tests/node --no-audit --no-fund --loglevel=error
+	@touch $@
+
+test: setup browser node lint
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 # Benchmarks print ratios measured side by side in one run (see bench/).
@@ -52,4 +62,4 @@ bench: setup
 	$(PY) -m bench.chaos
 
 clean:
-	rm -rf $(VENV) var/test-* .pytest_cache .ruff_cache
+	rm -rf $(VENV) tests/node/node_modules var/test-* .pytest_cache .ruff_cache

@@ -11,7 +11,10 @@ from channels.auth import AuthMiddlewareStack  # noqa: E402  (needs the app regi
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 
+from apps.chat.live.consumers import close_tabs_on_shutdown  # noqa: E402
 from apps.chat.live.routing import websocket_urlpatterns  # noqa: E402
+
+close_tabs_on_shutdown()  # a stopping daphne asks its tabs to reconnect elsewhere at once
 
 application = ProtocolTypeRouter(
     {

@@ -5,7 +5,7 @@ import os
 import threading
 
 from celery import Celery
-from celery.signals import worker_ready, worker_shutdown
+from celery.signals import worker_ready, worker_shutdown, worker_shutting_down
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
 
@@ -60,9 +60,21 @@ def stop_recovery(**kwargs) -> None:
     _sweeps_stop.set()
 
 
+@worker_shutting_down.connect
+def hand_over_streams(**kwargs) -> None:
+    """Asked to stop (SIGTERM, a deploy): give the live replies to the other workers now
+    rather than stream them to their end (a minute for a long one); the tasks then end."""
+    from apps.chat.live.hub import stream_hub_hand_over
+
+    stream_hub_hand_over()
+
+
 @worker_shutdown.connect
 def stop_stream_hub(**kwargs) -> None:
-    """The tasks have finished by now: end the event loop that hosted their streams."""
+    """The tasks have finished by now: end the event loop that hosted their streams, once
+    the tasks of replies handed over are in the broker."""
+    from apps.chat.council.dispatch import wait_for_sends
     from apps.chat.live.hub import stream_hub_stop
 
+    wait_for_sends()
     stream_hub_stop()

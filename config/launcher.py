@@ -74,8 +74,11 @@ class Supervisor:
 
 
 def main() -> int:
-    # SIGTERM (e.g. from a process manager) stops the children just like Ctrl-C does.
+    # SIGTERM (e.g. from a process manager) stops the children just like Ctrl-C does. SIGINT
+    # is handled explicitly: started in the background (`make run &` from a script, nohup, a
+    # service manager) the process inherits it ignored, and `kill -INT` would stop nothing.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     env = dict(os.environ)
     env.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
     env.setdefault("DEBUG", "true")

@@ -90,8 +90,9 @@ class Topology:
              "-Q", self.env["PARLEY_TASK_QUEUE"]],
         )  # fmt: skip
 
-    def start_web(self, name: str = "web") -> Child:
-        port = free_port()
+    def start_web(self, name: str = "web", port: int = 0) -> Child:
+        """A daphne process (on `port` again, for a restart)."""
+        port = port or free_port()
         child = self._start(
             name,
             [str(BIN / "daphne"), "-b", "127.0.0.1", "-p", str(port), "config.asgi:application"],
@@ -109,7 +110,8 @@ class Topology:
                 time.sleep(0.2)
 
     def _start(self, name: str, argv: list[str]) -> Child:
-        log = self.workdir / f"{name}.log"
+        runs = sum(child.name == name for child in self.children)
+        log = self.workdir / (f"{name}.log" if not runs else f"{name}.{runs + 1}.log")
         process = subprocess.Popen(
             argv, cwd=ROOT, env=self.env, stdout=log.open("w"), stderr=subprocess.STDOUT
         )
@@ -161,13 +163,20 @@ class FollowedTab:
     reconnects: int = 0
     closes: list[int] = field(default_factory=list)
     seen_texts: dict[str, list[str]] = field(default_factory=dict)  # what it showed over time
+    # When each reply's shown text last changed, and the longest it went without changing.
+    changed_at: dict[str, float] = field(default_factory=dict)
+    longest_stall: dict[str, float] = field(default_factory=dict)
+    # Web processes behind a balancer: a reconnect goes to the next one (else the same one).
+    others: list[Child] = field(default_factory=list)
 
     async def follow(self, until) -> None:
         """Follow until `until(tab)` holds; reconnect whenever the socket closes."""
-        url = self.web.url.replace("http", "ws") + f"/ws/threads/{self.thread_id}/"
-        headers = {"Origin": self.web.url, "Cookie": self.cookie}
+        webs = [self.web, *self.others]
         async with aiohttp.ClientSession() as http:
             while True:
+                web = webs[self.reconnects % len(webs)]
+                url = web.url.replace("http", "ws") + f"/ws/threads/{self.thread_id}/"
+                headers = {"Origin": web.url, "Cookie": self.cookie}
                 try:
                     async with http.ws_connect(url, headers=headers, max_msg_size=0) as ws:
                         after = max([0, *self._seqs()])
@@ -198,11 +207,18 @@ class FollowedTab:
         return [int(s) for s in re.findall(r'data-seq="(\d+)"', "".join(self.tab.frames))]
 
     def _remember(self) -> None:
+        now = time.monotonic()
         for message_id, bubble in self.tab.bubbles.items():
             if bubble.text:
                 texts = self.seen_texts.setdefault(message_id, [])
                 if not texts or texts[-1] != bubble.text:
                     texts.append(bubble.text)
+                    if message_id in self.changed_at:
+                        gap = now - self.changed_at[message_id]
+                        self.longest_stall[message_id] = max(
+                            gap, self.longest_stall.get(message_id, 0.0)
+                        )
+                    self.changed_at[message_id] = now
 
 
 async def post(web, thread_id: str, cookie: str, text: str) -> None:
@@ -221,13 +237,18 @@ async def post(web, thread_id: str, cookie: str, text: str) -> None:
 
 
 async def interrupt(web, thread_id: str, cookie: str) -> float:
+    return await press(web, thread_id, cookie, f"/t/{thread_id}/interrupt/")
+
+
+async def press(web, thread_id: str, cookie: str, path: str) -> float:
+    """A button's htmx POST (Stop, Retry …) from the thread's page; how long it took."""
     async with aiohttp.ClientSession(headers={"Cookie": cookie}) as http:
         async with http.get(f"{web.url}/t/{thread_id}/") as page:
             token = CSRF.search(await page.text())[1]
             csrf_cookie = page.cookies["csrftoken"].value
         started = time.monotonic()
         async with http.post(
-            f"{web.url}/t/{thread_id}/interrupt/",
+            f"{web.url}{path}",
             headers={"Cookie": f"{cookie}; csrftoken={csrf_cookie}", "X-CSRFToken": token,
                      "HX-Request": "true", "Referer": web.url},
         ) as response:  # fmt: skip

@@ -230,6 +230,14 @@ def request_cancel(message_ids: list[str], *, restart: bool = False) -> None:
         pipe.execute()
 
 
+def withdraw_cancel(message_id: str) -> None:
+    """Forget a Stop once its run has settled and a new run of the reply starts (Retry,
+    Regenerate, Continue): the flag lives an hour, and only a worker that stops the reply
+    itself clears it — when the web process settled a dead worker's reply, nobody did."""
+    with sync_client() as client:
+        client.delete(_cancel_key(message_id))
+
+
 def request_restart(message_ids: list[str]) -> None:
     request_cancel(message_ids, restart=True)
 

@@ -233,6 +233,7 @@ class MessageStatus(models.TextChoices):
 
 
 IN_FLIGHT = (MessageStatus.QUEUED, MessageStatus.STREAMING)
+TIMED_OUT = "timeout"  # the stop reason of a reply that failed by taking too long
 
 
 class MessageKind(models.TextChoices):
@@ -274,7 +275,7 @@ class Message(models.Model):
     ttft_ms = models.PositiveIntegerField(null=True, blank=True)
     duration_ms = models.PositiveIntegerField(null=True, blank=True)
     attempt = models.PositiveSmallIntegerField(default=0)
-    stop_reason = models.CharField(
+    stop_reason = models.CharField(  # TIMED_OUT for a reply that failed by taking too long
         max_length=16, blank=True, help_text="The provider's last stop reason."
     )
     continuations = models.PositiveSmallIntegerField(
@@ -337,6 +338,10 @@ class Message(models.Model):
     @property
     def in_flight(self) -> bool:
         return self.status in IN_FLIGHT
+
+    @property
+    def timed_out(self) -> bool:
+        return self.status == MessageStatus.ERROR and self.stop_reason == TIMED_OUT
 
     @property
     def cut_off(self) -> bool:

@@ -1,6 +1,7 @@
-"""Search a session's threads: PostgreSQL full-text (prefix matches, any case) where the
-database is PostgreSQL, a plain case-insensitive scan elsewhere. Results carry the thread,
-the speaker and a snippet around the first match."""
+"""Search a person's messages — one session's threads, or every session of theirs:
+PostgreSQL full-text (prefix matches, any case) where the database is PostgreSQL, a plain
+case-insensitive scan elsewhere. Results carry the session, the thread, the speaker and a
+plain-text snippet (Markdown taken out) around the first match, the matched words marked."""
 
 from __future__ import annotations
 
@@ -37,12 +38,22 @@ class SearchHit:
 
 def search_session(*, session: Session, query: str) -> list[SearchHit]:
     """The session's messages matching every word of `query`, newest first (at most 50)."""
+    return search_messages(Message.objects.filter(thread__session=session), query=query)
+
+
+def search_sessions(*, sessions: QuerySet[Session], query: str) -> list[SearchHit]:
+    """The same search over every one of these sessions (the caller scopes them to the
+    person), newest first; the page groups the hits by session."""
+    return search_messages(Message.objects.filter(thread__session__in=sessions), query=query)
+
+
+def search_messages(messages: QuerySet[Message], *, query: str) -> list[SearchHit]:
     terms = [term.casefold() for term in TERM.findall(query)][:8]
     if not terms:
         return []
     messages = (
-        Message.objects.filter(thread__session=session, kind="chat")
-        .select_related("thread")
+        messages.filter(kind="chat")
+        .select_related("thread__session")
         .order_by("-created_at", "-pk")
     )
     if connection.vendor == "postgresql":
@@ -78,8 +89,31 @@ def full_text_matches(messages: QuerySet[Message], terms: list[str]) -> QuerySet
     )
 
 
+# Markdown's marks, taken out of snippets: fences (with their language), headings, quotes,
+# list bullets, emphasis, inline code, links and images (their text stays).
+FENCE = re.compile(r"^\s*(?:```|~~~)[^\n]*$", re.M)
+LINE_MARK = re.compile(r"^\s{0,3}(?:#{1,6}\s+|>\s?|[-*+]\s+(?:\[[ xX]\]\s+)?|\d+[.)]\s+)", re.M)
+LINK = re.compile(r"!?\[([^\]\n]*)\]\([^)\n]*\)")
+EMPHASIS = re.compile(r"(?<![\w*_])(\*{1,3}|_{1,3}|~~)(?=\S)(.+?)(?<=\S)\1(?![\w*_])", re.S)
+INLINE_CODE = re.compile(r"`+([^`\n]*)`+")
+TABLE_RULE = re.compile(r"^\s*\|?\s*:?-{3,}.*$", re.M)
+
+
+def plain_text(markdown: str) -> str:
+    """What a reader sees of Markdown, as plain text (for snippets)."""
+    text = FENCE.sub(" ", markdown)
+    text = TABLE_RULE.sub(" ", text)
+    text = LINE_MARK.sub("", text)
+    text = LINK.sub(r"\1", text)
+    text = INLINE_CODE.sub(r"\1", text)
+    for _ in range(2):  # nested emphasis (**bold _and italic_**)
+        text = EMPHASIS.sub(r"\2", text)
+    return text.replace("|", " ")
+
+
 def snippet(text: str, terms: list[str]) -> SafeString:
-    """About 160 characters around the first match, the matched words marked."""
+    """About 160 characters of plain text around the first match, the matched words marked."""
+    text = plain_text(text)
     folded = text.casefold()
     positions = [folded.find(term) for term in terms if folded.find(term) >= 0]
     first = min(positions) if positions else 0

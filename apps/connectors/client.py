@@ -10,6 +10,7 @@ past the server's timeout.
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import re
 from collections.abc import AsyncIterator
@@ -22,7 +23,10 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:  # the SDK (~13 MB) is imported by the first call, not by every process
     from mcp import ClientSession, types
 
+log = logging.getLogger(__name__)
+
 MAX_RESULT_CHARS = 200_000
+LIVENESS_PING_SECONDS = 1.0
 TOOL_NAME = re.compile(r"[^A-Za-z0-9_-]")
 
 
@@ -114,28 +118,87 @@ def _base_env() -> dict[str, str]:
     return {name: os.environ[name] for name in keep if name in os.environ}
 
 
-def _reason(exc: BaseException) -> str:
+def _reason(exc: BaseException, spec: ServerSpec) -> str:
     if isinstance(exc, BaseExceptionGroup):
-        return "; ".join(_reason(inner) for inner in exc.exceptions)
-    if isinstance(exc, TimeoutError):
-        return "it did not answer in time"
+        return "; ".join(dict.fromkeys(_reason(inner, spec) for inner in exc.exceptions))
+    if isinstance(exc, TimeoutError) or "Timed out while waiting" in str(exc):
+        return f"it did not answer within {spec.timeout:g} s"
     text = str(exc).strip() or type(exc).__name__
-    return text.splitlines()[0][:300]
+    return text.splitlines()[0][:300].rstrip(".")
+
+
+def _teardown_only(exc: BaseException) -> bool:
+    import anyio
+
+    if isinstance(exc, BaseExceptionGroup):
+        return all(_teardown_only(inner) for inner in exc.exceptions)
+    return isinstance(exc, anyio.BrokenResourceError | anyio.ClosedResourceError)
+
+
+def _cause(exc: BaseException) -> BaseException:
+    """What went wrong first: closing the SDK's streams after a failure (a timeout, say) can
+    raise its own BrokenResourceError, which would otherwise hide the failure."""
+    while _teardown_only(exc) and exc.__context__ is not None:
+        exc = exc.__context__
+    return exc
+
+
+def _connection_lost(exc: BaseException) -> bool:
+    """Whether the failure is the server going away (a closed pipe or connection)."""
+    import anyio
+    import httpx
+
+    if isinstance(exc, BaseExceptionGroup):
+        return any(_connection_lost(inner) for inner in exc.exceptions)
+    lost = (httpx.TransportError, anyio.BrokenResourceError, anyio.ClosedResourceError,
+            ConnectionError, EOFError)  # fmt: skip
+    return isinstance(exc, lost) or "Connection closed" in str(exc)
 
 
 async def _guarded(spec: ServerSpec, work):
+    outcome: list[Any] = []
+    connected = False
     try:
         async with asyncio.timeout(spec.timeout + 5):
             async with _session(spec) as session:
-                return await work(session)
+                connected = True
+                outcome.append(await work(session))
     except asyncio.CancelledError:
         raise
     except McpUnavailable:
         raise
     except (Exception, BaseExceptionGroup) as exc:
+        if outcome:
+            # The answer arrived; only closing the connection failed (servers that use roots
+            # often send one last message as the SDK shuts its streams). The tool did run.
+            log.info("MCP server %r did not close cleanly: %s", spec.name, _reason(exc, spec))
+            return outcome[0]
+        cause = _cause(exc)
+        if connected and _connection_lost(cause):
+            raise McpUnavailable(
+                f"The MCP server {spec.name!r} went away during the call ({_reason(cause, spec)})."
+            ) from exc
         raise McpUnavailable(
-            f"The MCP server {spec.name!r} is unavailable: {_reason(exc)}."
+            f"The MCP server {spec.name!r} is unavailable: {_reason(cause, spec)}."
         ) from exc
+    return outcome[0]
+
+
+async def _while_alive(spec: ServerSpec, session: ClientSession, request):
+    """Await a request, pinging an HTTP server meanwhile: one that dies mid-call leaves the
+    SDK waiting for an answer on a stream that ended, until the timeout; a failed ping ends
+    the session at once. (A stdio server's death closes its pipe, which the SDK notices.)"""
+    task = asyncio.ensure_future(request)
+    try:
+        while True:
+            done, _ = await asyncio.wait({task}, timeout=LIVENESS_PING_SECONDS)
+            if done:
+                return task.result()
+            if spec.kind == "http":
+                async with asyncio.timeout(spec.timeout):
+                    await session.send_ping()
+    finally:
+        task.cancel()
 
 
 async def list_tools(spec: ServerSpec) -> list[ListedTool]:
@@ -160,8 +223,12 @@ async def call_tool(spec: ServerSpec, tool: str, arguments: dict[str, Any]) -> t
     from mcp import types
 
     async def work(session: ClientSession) -> tuple[str, bool]:
-        result = await session.call_tool(
-            tool, arguments, read_timeout_seconds=timedelta(seconds=spec.timeout)
+        result = await _while_alive(
+            spec,
+            session,
+            session.call_tool(
+                tool, arguments, read_timeout_seconds=timedelta(seconds=spec.timeout)
+            ),
         )
         pieces = []
         for item in result.content:

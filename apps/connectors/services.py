@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import re
+import tempfile
 import threading
 
 from django.core.exceptions import ValidationError
@@ -68,15 +69,22 @@ def server_save_http(
 
 
 def server_test(*, server: McpServer) -> list[ListedTool]:
-    """Connect, list the server's tools and remember them (or the reason it failed)."""
-    spec = server_spec(server)
+    """Connect, list the server's tools and remember them (or the reason it failed).
+
+    A stdio server is tested the way a reply calls it, in a workspace it gets as its root:
+    servers that use roots offer more tools then, and fail differently.
+    """
     outcome: dict[str, object] = {}
+    scratch = tempfile.TemporaryDirectory(prefix="parley-mcp-test-")
+    spec = server_spec(server, workspace=scratch.name)
 
     def run() -> None:  # a fresh event loop, whatever the calling thread runs
         try:
             outcome["tools"] = asyncio.run(list_tools(spec))
         except McpUnavailable as exc:
             outcome["error"] = str(exc)
+        finally:
+            scratch.cleanup()
 
     thread = threading.Thread(target=run, name=f"mcp-test-{server.pk}")
     thread.start()

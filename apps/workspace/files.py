@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import re
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path, PurePosixPath
 
 MAX_READ_CHARS = 200_000
@@ -26,6 +27,15 @@ class WorkspaceError(ValueError):
 class FileInfo:
     path: str  # relative, with forward slashes
     size: int
+    modified: datetime | None = None
+
+    @property
+    def folder(self) -> str:
+        return self.path.rpartition("/")[0]
+
+    @property
+    def name(self) -> str:
+        return self.path.rpartition("/")[2]
 
 
 class Workspace:
@@ -68,7 +78,11 @@ class Workspace:
                 if path.is_symlink() and folder not in real.parents:
                     continue
                 if real.is_file():
-                    found.append(FileInfo(path.relative_to(folder).as_posix(), real.stat().st_size))
+                    stat = real.stat()
+                    changed = datetime.fromtimestamp(stat.st_mtime, tz=UTC)
+                    found.append(
+                        FileInfo(path.relative_to(folder).as_posix(), stat.st_size, changed)
+                    )
         return sorted(found, key=lambda info: info.path)
 
     def used_bytes(self) -> int:

@@ -9,6 +9,12 @@
       document.documentElement.style.setProperty("--topbar-height", topbar.getBoundingClientRect().height + "px");
     }).observe(topbar);
   }
+  const chatTop = document.getElementById("chat-top");
+  if (chatTop && "ResizeObserver" in window) {
+    new ResizeObserver(function () {
+      document.documentElement.style.setProperty("--chat-top-height", chatTop.getBoundingClientRect().height + "px");
+    }).observe(chatTop);
+  }
 
   // Let htmx swap 422 responses: the composer comes back with the error and the typed text.
   htmx.config.responseHandling = [
@@ -65,9 +71,13 @@
     evt.detail.socketWrapper.send(JSON.stringify({ type: "sync", after_seq: afterSeq, pending: pending }));
   });
 
-  // The server asks for a fresh connection (Redis restarted and the tab's groups went with it):
-  // reconnect, and the sync on open catches up exactly. htmx itself retries only on errors.
+  // The server asks for a fresh connection (it is restarting, or Redis restarted): reconnect,
+  // and the sync on open catches up exactly. htmx itself retries only on errors, backing off
+  // up to a minute; a restarting server is back within seconds, so retries stay under 2 s.
   const CLOSE_RECONNECT = 4012;
+  htmx.config.wsReconnectDelay = function (retries) {
+    return Math.min(2000, 250 * Math.pow(2, retries)) * (0.5 + Math.random() / 2);
+  };
   document.addEventListener("htmx:wsClose", function (evt) {
     if (evt.detail.event.code !== CLOSE_RECONNECT) return;
     setTimeout(evt.detail.socketWrapper.reconnect, 250 + Math.random() * 750);
@@ -495,6 +505,7 @@
 
   // ---- Confirmation for plain forms, dialogs. ----
   document.addEventListener("submit", function (evt) {
+    if (evt.target.matches("[data-no-submit]")) { evt.preventDefault(); return; }  // uploads start on their own
     const question = evt.target.dataset && evt.target.dataset.confirm;
     if (question && !window.confirm(question)) evt.preventDefault();
   });
@@ -521,11 +532,27 @@
     }, 600);
   });
 
+  // A phone's composer is one line wide: its placeholder is the short one, never clipped.
+  const narrow = window.matchMedia("(max-width: 720px)");
+  function fitPlaceholder() {
+    const area = document.getElementById("composer-text");
+    if (!area || !area.dataset.placeholderNarrow) return;
+    if (!area.dataset.placeholderWide) area.dataset.placeholderWide = area.placeholder;
+    area.placeholder = narrow.matches ? area.dataset.placeholderNarrow : area.dataset.placeholderWide;
+  }
+  narrow.addEventListener("change", fitPlaceholder);
+  document.addEventListener("htmx:afterSettle", fitPlaceholder);
+  fitPlaceholder();
+
   // ---- Streaming bubbles show how much has arrived. ----
   function updateCounts() {
     document.querySelectorAll(".char-count[data-for]").forEach(function (count) {
       const text = document.getElementById(count.dataset.for);
-      if (text) count.textContent = text.textContent.length;
+      if (!text) return;
+      count.textContent = text.textContent.length;
+      // "thinking…" until the first text arrives, then how much has.
+      const state = count.closest(".msg-state--live");
+      if (state) state.toggleAttribute("data-empty", !text.textContent.length);
     });
   }
   document.addEventListener("htmx:wsAfterMessage", updateCounts);
@@ -594,30 +621,148 @@
     if (edit) form.querySelector("textarea").focus();
   });
 
-  // Files dropped on the message box go to the session's workspace; the Files panel opens
-  // with them listed (or with the reason they were refused).
-  document.addEventListener("dragover", function (evt) {
-    if (evt.target.closest && evt.target.closest("#composer-text")) evt.preventDefault();
-  });
-  document.addEventListener("drop", function (evt) {
-    const area = evt.target.closest && evt.target.closest("#composer-text");
+  // ---- Uploads: the Files dialog's buttons and drop zone, and files dropped on the message
+  // box, all go through one upload that keeps a dropped or chosen folder's layout. ----
+  function filesDialog() { return document.getElementById("files-dialog"); }
+  function showFilesPanel(html) {
+    const dialog = filesDialog();
+    if (!dialog) return;
+    const body = document.getElementById("files-dialog-body");
+    body.innerHTML = html;
+    htmx.process(body);
+    if (!dialog.open) dialog.showModal();
+  }
+  function upload(entries) {  // [{file, path}]
     const chat = document.getElementById("chat");
-    if (!area || !chat || !evt.dataTransfer || !evt.dataTransfer.files.length) return;
-    evt.preventDefault();
+    if (!chat || !entries.length) return;
     const data = new FormData();
-    Array.prototype.forEach.call(evt.dataTransfer.files, function (file) { data.append("files", file); });
+    entries.forEach(function (entry) {
+      data.append("files", entry.file);
+      data.append("paths", entry.path);
+    });
+    const folder = document.querySelector("#files-panel input[name=folder]");
+    if (folder && folder.value.trim()) data.append("folder", folder.value.trim());
+    const zone = document.querySelector("#files-panel [data-dropzone]");
+    if (zone) zone.classList.add("dropzone--busy");
     const token = document.querySelector("input[name=csrfmiddlewaretoken]");
     fetch(chat.dataset.filesUpload, {
       method: "POST", body: data, credentials: "same-origin",
       headers: { "X-CSRFToken": token ? token.value : "", "HX-Request": "true" },
-    }).then(function (response) { return response.text(); }).then(function (html) {
-      const menu = document.querySelector(".menu--files");
-      if (!menu) return;
-      menu.querySelector(".menu-items").innerHTML = html;
-      menu.open = true;
-      htmx.process(menu);
+    }).then(function (response) { return response.text(); }).then(showFilesPanel);
+  }
+  // A dropped folder is read entry by entry (its files keep their paths inside it).
+  function droppedEntries(transfer) {
+    const roots = Array.prototype.map.call(transfer.items || [], function (item) {
+      return item.webkitGetAsEntry ? item.webkitGetAsEntry() : null;
     });
+    if (!roots.length || roots.some(function (root) { return !root; })) {
+      return Promise.resolve(Array.prototype.map.call(transfer.files, function (file) {
+        return { file: file, path: file.name };
+      }));
+    }
+    const walk = function (entry, prefix) {
+      if (entry.isFile) {
+        return new Promise(function (resolve) {
+          entry.file(function (file) { resolve([{ file: file, path: prefix + file.name }]); },
+                     function () { resolve([]); });
+        });
+      }
+      const reader = entry.createReader();
+      const children = [];
+      return new Promise(function (resolve) {
+        const more = function () {
+          reader.readEntries(function (batch) {
+            if (!batch.length) {
+              Promise.all(children.map(function (child) { return walk(child, prefix + entry.name + "/"); }))
+                .then(function (lists) { resolve([].concat.apply([], lists)); });
+              return;
+            }
+            Array.prototype.push.apply(children, batch);
+            more();
+          }, function () { resolve([]); });
+        };
+        more();
+      });
+    };
+    return Promise.all(roots.map(function (root) { return walk(root, ""); }))
+      .then(function (lists) { return [].concat.apply([], lists); });
+  }
+  function dropTarget(evt) {
+    return evt.target.closest && (evt.target.closest("#composer-text") || evt.target.closest("[data-dropzone]"));
+  }
+  document.addEventListener("dragover", function (evt) {
+    const target = dropTarget(evt);
+    if (!target) return;
+    evt.preventDefault();
+    if (target.matches("[data-dropzone]")) target.classList.add("dropzone--over");
   });
+  document.addEventListener("dragleave", function (evt) {
+    const zone = evt.target.closest && evt.target.closest("[data-dropzone]");
+    if (zone && !zone.contains(evt.relatedTarget)) zone.classList.remove("dropzone--over");
+  });
+  document.addEventListener("drop", function (evt) {
+    const target = dropTarget(evt);
+    if (!target || !evt.dataTransfer || !evt.dataTransfer.files.length) return;
+    evt.preventDefault();
+    target.classList.remove("dropzone--over");
+    droppedEntries(evt.dataTransfer).then(upload);
+  });
+  // Choosing files (or a folder) uploads them at once.
+  document.addEventListener("change", function (evt) {
+    const input = evt.target.closest && evt.target.closest("input[type=file][data-upload-now]");
+    if (!input || !input.files.length) return;
+    upload(Array.prototype.map.call(input.files, function (file) {
+      return { file: file, path: file.webkitRelativePath || file.name };
+    }));
+  });
+})();
+
+// ---- Long forms in sections (Model, Context, Roles, Conversation, Tools): a tab row shows
+// one section at a time, so each part fits without hunting; a section with an error opens
+// first. Without this script every section shows, one after another. ----
+(function () {
+  "use strict";
+  function sectionize(form) {
+    const parts = Array.prototype.slice.call(form.querySelectorAll("fieldset[data-section]"));
+    if (!parts.length || form.querySelector(".section-tabs")) return;
+    const names = [];
+    parts.forEach(function (part) { if (names.indexOf(part.dataset.section) < 0) names.push(part.dataset.section); });
+    const bar = document.createElement("div");
+    bar.className = "section-tabs";
+    bar.setAttribute("role", "tablist");
+    bar.setAttribute("aria-label", "Sections");
+    const show = function (name, focus) {
+      bar.querySelectorAll("[role=tab]").forEach(function (tab) {
+        const on = tab.dataset.name === name;
+        tab.setAttribute("aria-selected", String(on));
+        tab.tabIndex = on ? 0 : -1;
+        if (on && focus) tab.focus();
+      });
+      parts.forEach(function (part) { part.hidden = part.dataset.section !== name; });
+    };
+    names.forEach(function (name) {
+      const tab = document.createElement("button");
+      tab.type = "button";
+      tab.setAttribute("role", "tab");
+      tab.dataset.name = name;
+      tab.textContent = name;
+      tab.addEventListener("click", function () { show(name, false); });
+      bar.appendChild(tab);
+    });
+    bar.addEventListener("keydown", function (evt) {
+      if (evt.key !== "ArrowLeft" && evt.key !== "ArrowRight") return;
+      evt.preventDefault();
+      const current = names.indexOf(bar.querySelector("[aria-selected=true]").dataset.name);
+      const step = evt.key === "ArrowRight" ? 1 : names.length - 1;
+      show(names[(current + step) % names.length], true);
+    });
+    parts[0].before(bar);
+    const failing = parts.find(function (part) { return part.querySelector(".form-error"); });
+    show(failing ? failing.dataset.section : names[0], false);
+  }
+  function sectionizeAll() { document.querySelectorAll("form.settings-form").forEach(sectionize); }
+  document.addEventListener("htmx:afterSettle", sectionizeAll);
+  sectionizeAll();
 })();
 
 // ---- Session set-up (create dialog and Session settings): provider filter, personas,
@@ -679,6 +824,25 @@
     const state = document.getElementById("memory-json-state");
     const hint = state.textContent;
     let field = null;
+    // Engines word parse errors differently (a character offset, or a line and a column);
+    // the person gets the line and column either way, and the engine's reason without them.
+    const whereJsonBroke = function (text, message) {
+      let line = null, column = null;
+      const at = /position (\d+)/.exec(message);
+      const lineCol = /line (\d+) column (\d+)/.exec(message);
+      if (lineCol) {
+        line = Number(lineCol[1]); column = Number(lineCol[2]);
+      } else if (at) {
+        const before = text.slice(0, Number(at[1])).split("\n");
+        line = before.length; column = before[before.length - 1].length + 1;
+      } else if (/end of (JSON|data) input|unexpected end/i.test(message)) {
+        const lines = text.split("\n");
+        line = lines.length; column = lines[lines.length - 1].length + 1;
+      }
+      const reason = message.replace(/^JSON\.parse: /, "").replace(/\s*(in JSON )?at position \d+.*$/, "")
+        .replace(/\s*at line \d+ column \d+.*$/, "").replace(/\s*\(line \d+ column \d+\)/, "");
+      return (line ? "line " + line + ", column " + column + ": " : "") + reason.replace(/\.?$/, ".");
+    };
     const asDocument = function (text) {
       try {
         const value = JSON.parse(text);
@@ -691,7 +855,7 @@
       try {
         const value = JSON.parse(text);
         return value && typeof value === "object" ? "" : "The memory in JSON is an object { … } or a list [ … ].";
-      } catch (e) { return "Not valid JSON yet: " + e.message; }
+      } catch (e) { return "Not valid JSON yet: " + whereJsonBroke(text, e.message); }
     };
     const showView = function (name) {
       dialog.querySelectorAll("[role=tab]").forEach(function (tab) {
@@ -971,16 +1135,27 @@
     divider.textContent = "New since you left";
     first.before(divider);
   }
-  // The tab is looked at: everything it shows has been seen.
+  // The tab is looked at: everything it shows has been seen. Whatever way a reply arrived
+  // (streamed, or already settled when the tab first saw it), once nothing is running the
+  // newest message shown is marked; and the badge of the thread on screen stays hidden.
   let timer = null;
+  let markedSeq = seenBefore;
+  function shownSeq() {
+    let seq = 0;
+    document.querySelectorAll("#transcript article.msg").forEach(function (el) {
+      seq = Math.max(seq, parseInt(el.dataset.seq || "0", 10));
+    });
+    return seq;
+  }
+  function ownBadge() { return document.getElementById("unread-" + chat.dataset.thread); }
   function markSeen() {
     if (document.hidden) return;
+    const badge = ownBadge();
+    if (badge) badge.hidden = true;
     clearTimeout(timer);
     timer = setTimeout(function () {
-      let seq = 0;
-      document.querySelectorAll("#transcript article.msg").forEach(function (el) {
-        seq = Math.max(seq, parseInt(el.dataset.seq || "0", 10));
-      });
+      const seq = shownSeq();
+      markedSeq = Math.max(markedSeq, seq);
       const token = document.querySelector("input[name=csrfmiddlewaretoken]");
       const data = new FormData();
       data.append("seq", String(seq));
@@ -988,8 +1163,17 @@
         headers: { "X-CSRFToken": token ? token.value : "" } });
     }, 800);
   }
+  function markSeenIfNew() {
+    if (document.hidden) return;
+    const badge = ownBadge();
+    const running = document.querySelector(
+      "#transcript article[data-status=streaming], #transcript article[data-status=queued]");
+    if ((!running && shownSeq() > markedSeq) || (badge && !badge.hidden)) markSeen();
+  }
   document.addEventListener("parley:turn-settled", markSeen);
   document.addEventListener("visibilitychange", markSeen);
+  document.addEventListener("htmx:wsAfterMessage", markSeenIfNew);
+  document.addEventListener("htmx:afterSettle", markSeenIfNew);
 
 })();
 

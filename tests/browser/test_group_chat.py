@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import os
 import re
 import threading
 from pathlib import Path
 
 import pytest
-from django.conf import settings
 from django.db import connections
 from playwright.sync_api import expect
 
@@ -183,7 +181,9 @@ def test_settings_apply_on_next_turn_during_a_stream(chat, slow_demo, emulated_a
     )
     expect(model.locator("option", has_text="claude-haiku-4-5")).to_have_count(1)  # reloaded
     model.select_option("claude-haiku-4-5")
+    dialog.get_by_role("tab", name="Context").click()
     dialog.get_by_label("Your persona").fill("I make documentaries.")
+    dialog.get_by_role("tab", name="Conversation").click()
     dialog.get_by_label("Addressing").select_option("broadcast")
     dialog.get_by_role("button", name="Save").click()
     expect(dialog.get_by_role("button", name="Apply now (restart stream)")).to_be_visible()
@@ -279,14 +279,9 @@ def test_hostile_html_is_shown_as_text_and_never_runs(
     assert dialogs == []
 
 
-def test_screenshots_in_light_and_dark(chat, fast_demo):
-    """Screenshots for the README: into docs/ with PARLEY_SCREENSHOTS=1, else into var/."""
-    target = (
-        Path(settings.BASE_DIR / "docs")
-        if os.environ.get("PARLEY_SCREENSHOTS")
-        else (Path(settings.VAR_DIR) / "screenshots")
-    )
-    target.mkdir(parents=True, exist_ok=True)
+def test_screenshots_in_light_and_dark(chat, fast_demo, shots):
+    """Screenshots for the README (see the `shots` fixture)."""
+    target = shots
     from apps.chat.council.posting import message_post
     from apps.chat.records.threads import thread_branch, thread_create, thread_rename
 

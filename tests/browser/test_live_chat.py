@@ -130,3 +130,40 @@ def test_a_page_keeps_up_on_its_socket_when_redis_restarted_empty(page, alice, r
     thread_rename(thread=thread, label="After the restart")
     expect(page.locator("h1")).to_contain_text("After the restart")
     assert page.evaluate("window.__opens") == 1
+
+
+PLACEHOLDER_FITS = """() => {
+  const area = document.getElementById("composer-text");
+  const style = getComputedStyle(area);
+  const pen = document.createElement("canvas").getContext("2d");
+  pen.font = style.font;
+  const room = area.clientWidth - parseFloat(style.paddingLeft) - parseFloat(style.paddingRight);
+  return pen.measureText(area.placeholder).width <= room;
+}"""
+
+
+@pytest.mark.parametrize("size", [(1280, 800), (390, 844)])
+def test_a_reply_says_thinking_until_its_first_text_and_keeps_a_one_line_header(
+    page, alice, roles, slow_demo, size, shots
+):
+    slow_demo.PARLEY_DEMO_FIRST_TOKEN_MS = 2500
+    page.set_viewport_size({"width": size[0], "height": size[1]})
+    session = session_create(owner=alice, name="Thinking")
+    log_in(page)
+    page.goto(f"/t/{session.active_thread.public_id}/")
+    box = page.get_by_role("combobox", name="Message")
+    assert page.evaluate(PLACEHOLDER_FITS), "the composer's placeholder is clipped"
+    box.fill("@all what opens the film?")
+    box.press("Enter")
+    bubble = page.locator("article.msg--role").first
+    state = bubble.locator(".msg-state--live")
+    expect(state.locator(".if-empty")).to_have_text("thinking…")
+    expect(state.locator(".if-empty")).to_be_visible()
+    expect(state.locator(".if-text")).to_be_hidden()  # not "streaming · 0 chars"
+    header = bubble.locator(".msg-head")
+    line = header.locator(".speaker").bounding_box()["height"]
+    assert header.bounding_box()["height"] < 2 * line + 12  # one line, with its padding
+    expect(state.locator(".if-text")).to_be_visible(timeout=10_000)
+    expect(state.locator(".if-empty")).to_be_hidden()
+    assert header.bounding_box()["height"] < 2 * line + 12
+    page.screenshot(path=str(shots / f"streaming-{size[0]}.png"))

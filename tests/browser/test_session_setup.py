@@ -54,6 +54,8 @@ def test_create_a_session_in_the_dialog_with_everything_set(
     expect(model).to_have_value("claude-sonnet-5")
 
     # A saved persona is copied in; a new one is added from its own dialog and chosen.
+    dialog.get_by_role("tab", name="Context").click()
+    expect(dialog.get_by_label("Provider", exact=True)).to_be_hidden()  # one section at a time
     dialog.get_by_label("Saved persona").select_option(label="Documentarian")
     persona = dialog.get_by_label("Your persona in this session")
     expect(persona).to_have_value("I make documentaries.")
@@ -79,7 +81,10 @@ def test_create_a_session_in_the_dialog_with_everything_set(
     assert json.loads(json_box.input_value()) == {"notes": ["Budget is small", "Shoot in March"]}
     json_box.fill('{"budget": "small", "shoot": "March"')
     memory.get_by_role("button", name="Done").click()
-    expect(memory.get_by_role("alert")).to_contain_text("Not valid JSON")
+    expect(memory.get_by_role("alert")).to_contain_text("Not valid JSON yet: line 1, column 37")
+    json_box.fill('{\n  "budget": "small"\n  "shoot": "March"\n}')  # a missing comma
+    memory.get_by_role("button", name="Done").click()
+    expect(memory.get_by_role("alert")).to_contain_text("line 3, column 3")
     expect(memory).to_be_visible()
     json_box.fill('{"budget": "small", "shoot": "March"}')
     memory.get_by_role("button", name="Done").click()
@@ -87,6 +92,7 @@ def test_create_a_session_in_the_dialog_with_everything_set(
     expect(dialog.locator("output.memory-preview")).to_contain_text('"shoot": "March"')
 
     # Roles: a role pack ticks exactly its roles.
+    dialog.get_by_role("tab", name="Roles").click()
     dialog.get_by_label("Role pack").select_option("engineering-council")
     expect(dialog.get_by_role("checkbox", name="Director")).not_to_be_checked()
     dialog.get_by_role("checkbox", name="Director").check()
@@ -107,6 +113,7 @@ def test_a_create_dialog_with_no_roles_says_so_and_keeps_the_rest(page, alice, r
     page.get_by_role("button", name="New session").click()
     dialog = page.get_by_role("dialog", name="New session")
     dialog.get_by_label("Session name").fill("Nobody here")
+    dialog.get_by_role("tab", name="Roles").click()
     for box in dialog.locator("#create-roles input[type=checkbox]").all():
         box.uncheck()
     dialog.get_by_role("button", name="Create session").click()
@@ -127,6 +134,7 @@ def test_settings_have_the_provider_filter_and_the_persona_and_memory_editors(
     assert visible_options(credential) == ["Demo provider (no network)"]
     dialog.get_by_label("Provider", exact=True).select_option(label="Anthropic")
     expect(credential).to_have_value(str(emulated_anthropic.public_id))
+    dialog.get_by_role("tab", name="Context").click()
     dialog.get_by_label("Saved persona").select_option(label="Editor")
     dialog.get_by_role("button", name="Edit memory").click()
     memory = chat.get_by_role("dialog", name="Memory")
@@ -139,6 +147,7 @@ def test_settings_have_the_provider_filter_and_the_persona_and_memory_editors(
     assert session.persona == "I cut trailers." and session.memory == "Trailer due Friday"
     # Opened again, the picker shows the persona whose text the session holds.
     chat.get_by_role("button", name="Session settings").click()
+    dialog.get_by_role("tab", name="Context").click()
     expect(dialog.get_by_label("Saved persona")).to_have_value(
         str(Persona.objects.get(name="Editor").pk)
     )

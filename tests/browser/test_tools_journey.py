@@ -31,7 +31,7 @@ def test_an_mcp_tool_and_a_workspace_file_used_by_a_role(
     log_in(page)
 
     # Add the server and test it.
-    page.get_by_role("link", name="MCP servers").click()
+    page.get_by_role("navigation", name="Account").get_by_role("link", name="MCP servers").click()
     page.get_by_label("Name (its tools are called name__tool)").fill("remote")
     page.get_by_label("URL").fill(mcp_http.url)
     page.get_by_role("button", name="Add server").click()
@@ -43,6 +43,7 @@ def test_an_mcp_tool_and_a_workspace_file_used_by_a_role(
     page.goto(f"/t/{session.active_thread.public_id}/")
     page.get_by_role("button", name="Session settings").click()
     dialog = page.get_by_role("dialog")
+    dialog.get_by_role("tab", name="Tools").click()
     dialog.get_by_role("checkbox", name="remote (Streamable HTTP)").check()
     expect(dialog.get_by_role("checkbox", name="remote__echo", exact=True)).to_be_checked()
     dialog.get_by_role("button", name="Save").click()
@@ -61,12 +62,13 @@ def test_an_mcp_tool_and_a_workspace_file_used_by_a_role(
     expect(reply).to_contain_text("It answered: echo: harbour.")
 
     # Upload a file and have a role read it.
-    page.get_by_text("Files", exact=True).click()
+    page.get_by_role("button", name="Files", exact=True).click()
+    files = page.get_by_role("dialog", name="Files")
     scene = {"name": "scene.md", "mimeType": "text/markdown",
              "buffer": b"# Scene 2\nThe bell rings twice at dawn."}  # fmt: skip
-    page.get_by_label("Upload files").set_input_files(files=[scene])
-    page.get_by_role("button", name="Upload", exact=True).click()
-    expect(page.get_by_role("list", name="Files in the workspace")).to_contain_text("scene.md")
+    files.get_by_label("Choose files…").set_input_files(files=[scene])
+    expect(files.get_by_role("table", name="Files in the workspace")).to_contain_text("scene.md")
+    files.get_by_role("button", name="Close files").click()
     read = {"name": "read_file", "arguments": {"path": "scene.md"}}
     emulator.script(
         Script(text="", provider="anthropic", tool_calls=[read]),

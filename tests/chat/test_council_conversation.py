@@ -224,6 +224,29 @@ def test_a_stop_phrase_ends_the_rounds_and_the_waiting_member_goes(
     assert len(emulator.requests) == 3
 
 
+def test_a_stop_phrase_in_any_first_round_reply_stops_the_rounds(
+    anthropic_thread, celery_worker, emulator
+):
+    """The phrase comes in the fan-out's first reply to settle, not its last."""
+    thread = with_roles(
+        anthropic_thread, "editorial_architect", "visual_architect",
+        auto_rounds=3, stop_phrase="we agree",
+    )  # fmt: skip
+    emulator.script(
+        answer("editorial_architect", "We agree already."),
+        answer("visual_architect", "Open on the light, slowly.", ttft_ms=800),
+        *(answer(handle, "never said") for handle in ["editorial_architect", "visual_architect"]),
+    )
+    post(thread, "@all go")
+    turn = Turn.objects.get(thread=thread)
+    wait_until(lambda: Turn.objects.get(pk=turn.pk).stopped_because, timeout=20)
+    assert Turn.objects.get(pk=turn.pk).stopped_because == "phrase"
+    time.sleep(0.5)
+    assert not Message.objects.filter(turn=turn, stage=Stage.AUTO_ROUND).exists()
+    assert "@editorial_architect said" in Message.objects.get(kind=MessageKind.NOTICE).text
+    assert len(emulator.requests) == 2
+
+
 def test_an_ai_mention_brings_in_that_role_within_the_budget(
     anthropic_thread, celery_worker, emulator
 ):

@@ -19,7 +19,7 @@ from apps.providers.emulator import Script
 from apps.providers.services import credential_save
 from tests.chat.test_live_streaming import session_cookie
 from tests.conftest import wait_until
-from tests.topology import CSRF, FollowedTab, Topology, interrupt, post
+from tests.topology import CSRF, FollowedTab, Topology, interrupt, post, press
 
 pytestmark = pytest.mark.django_db(transaction=True)
 RECEIVED = re.compile(r"run_reply\[[0-9a-f-]+\] received")
@@ -164,8 +164,41 @@ def test_a_killed_worker_s_reply_is_taken_over_and_goes_on_without_a_lost_or_rep
     assert taken_over < 30, f"took {taken_over:.1f} s to take over"  # bench/chaos.py measures
 
 
-def test_stop_while_the_worker_is_dead_settles_at_once_and_keeps_the_text(
-    alice, numbered_thread, topology
+def test_a_takeover_whose_model_starts_again_shows_no_word_twice(
+    alice, numbered_thread, emulator, topology
+):
+    """The model asked to go on starts again from the beginning instead (many do): what it
+    repeats of the shown text is dropped before any tab sees it, and the trim is recorded."""
+    emulator.reset()
+    emulator.script(
+        Script(text=WORDS, tokens_per_second=40, provider="openai"),
+        Script(text=WORDS, tokens_per_second=200, provider="openai"),  # restarts, ignoring
+    )
+    workers = [topology.start_worker("worker-a"), topology.start_worker("worker-b")]
+    web = topology.start_web("web")
+    for worker in workers:
+        topology.wait_worker_ready(worker)
+    cookie = cookie_for(alice)
+    thread_id = str(numbered_thread.public_id)
+    tab = FollowedTab(web, thread_id, cookie)
+
+    async def scenario(current) -> None:
+        following = asyncio.ensure_future(tab.follow(lambda t: status_on(t, current()) == "done"))
+        await post(web, thread_id, cookie, "@assistant count for me")
+        await until_shown(tab, current, 40, topology)
+        streaming_worker(topology).process.send_signal(signal.SIGKILL)
+        await asyncio.wait_for(following, 60)
+
+    _, reply = run_with_reply(numbered_thread, scenario)
+    final = Message.objects.get(pk=reply.pk)
+    assert (final.status, final.attempt) == (MessageStatus.DONE, 2), topology.logs()
+    assert final.text == WORDS
+    assert_never_lost_or_repeated(tab, final)
+    assert final.usage["repeat_trimmed_chars"] > len("w1 w2 w3 " * 10)
+
+
+def test_stop_while_the_worker_is_dead_settles_at_once_keeps_the_text_and_retry_runs_it(
+    alice, numbered_thread, emulator, topology
 ):
     worker, web, cookie, tab = one_worker_and_web(topology, alice, numbered_thread)
     thread_id = str(numbered_thread.public_id)
@@ -195,6 +228,16 @@ def test_stop_while_the_worker_is_dead_settles_at_once_and_keeps_the_text(
     time.sleep(3)
     assert Message.objects.get(pk=reply.pk).text == stopped.text
     assert Message.objects.get(pk=reply.pk).status == MessageStatus.INTERRUPTED
+
+    # Retry runs it again, once: Stop's flag belonged to the run it stopped.
+    emulator.reset()
+    emulator.script(Script(text="w1 w2 w3 again", provider="openai"))
+    asyncio.run(press(web, thread_id, cookie, f"/m/{reply.public_id}/rerun/"))
+    retried = wait_until(
+        lambda: (m := Message.objects.get(pk=reply.pk)).status in ("done", "interrupted", "error")
+        and m, timeout=30,
+    )  # fmt: skip
+    assert (retried.status, retried.text) == ("done", "w1 w2 w3 again"), topology.logs()
 
 
 def test_redis_restarting_empty_mid_stream_loses_no_word_and_the_worker_carries_on(

@@ -279,3 +279,20 @@ async def test_every_tab_on_the_session_sees_mutes_sticky_role_and_renames(
     assert await bob_socket.receive_nothing(timeout=0.5)  # nothing of Alice's reaches Bob
     for socket in (alice_socket, bob_socket):
         await socket.disconnect()
+
+
+async def test_a_frame_for_a_tab_that_has_just_closed_is_dropped_quietly(caplog):
+    """daphne raises autobahn's Disconnected into a send that races the socket's closing
+    (the tab left while its snapshot or a push was on its way): normal, not an error."""
+    from autobahn.exception import Disconnected
+
+    from apps.chat.live.consumers import ThreadConsumer
+
+    async def closed_socket(message):
+        raise Disconnected("Attempt to send on a closed protocol")
+
+    consumer = ThreadConsumer()
+    consumer.base_send = closed_socket
+    with caplog.at_level("DEBUG", logger="apps.chat.live.consumers"):
+        await consumer.send(text_data="<div>late</div>")
+    assert [r.levelname for r in caplog.records] == ["DEBUG"]

@@ -238,6 +238,34 @@ def test_retry_reruns_only_the_failed_role_and_regenerate_keeps_the_old_text(
     assert Message.objects.filter(thread=anthropic_thread).count() == 2  # same bubble, rerun
 
 
+def test_a_reply_that_times_out_says_so_apart_from_other_failures(
+    alice, anthropic_thread, celery_worker, emulator, settings
+):
+    from apps.chat.display.bubbles import render_bubbles, render_turn_finished
+
+    settings.PARLEY_REPLY_TIMEOUT_SECONDS = 1
+    emulator.script(Script(text="Too slow.", ttft_ms=3000, provider="anthropic"))
+    posted = message_post(thread=anthropic_thread, author=alice, text="hello")
+    (slow,) = wait_settled(posted.replies, timeout=15)
+    assert (slow.status, slow.stop_reason, slow.timed_out) == ("error", "timeout", True)
+    html = str(render_bubbles([slow]))
+    assert ">timed out</span>" in html and "(timed out)" in html and "Timed out.</strong>" in html
+    assert ">failed</span>" not in html
+    assert "timed out" in str(render_turn_finished(anthropic_thread))
+
+    settings.PARLEY_REPLY_TIMEOUT_SECONDS = 120  # a provider's own error is a plain failure
+    emulator.script(Script(status=400, error_type="invalid_request_error", provider="anthropic"))
+    posted = message_post(thread=anthropic_thread, author=alice, text="again")
+    (failed,) = wait_settled(posted.replies, timeout=15)
+    assert (failed.status, failed.timed_out) == ("error", False)
+    assert ">failed</span>" in str(render_bubbles([failed]))
+    # Retry clears the ending: a rerun that succeeds is not marked.
+    emulator.script(Script(text="In time.", provider="anthropic"))
+    reply_rerun(message=slow)
+    (slow,) = wait_settled([slow], timeout=15)
+    assert (slow.status, slow.stop_reason, slow.timed_out) == ("done", "end", False)
+
+
 def test_a_reply_that_starts_another_participants_turn_is_cut_there(
     alice, anthropic_thread, celery_worker, emulator
 ):
@@ -293,6 +321,20 @@ def stalled_reply(thread, alice) -> Message:
     # Its last checkpoint is as old: nobody has written it since.
     Message.objects.filter(pk=reply.pk).update(updated_at=timezone.now() - timedelta(minutes=5))
     return reply
+
+
+def test_a_takeover_whose_worker_died_too_is_taken_over_as_quickly(alice, alice_thread, db):
+    """The worker that received a recovered reply's task died before taking its lease: the
+    next look, two lease renewals on, sends the task again — not a whole lease TTL later."""
+    reply = stalled_reply(alice_thread, alice)
+    renewals = 2 * livestate.LEASE_RENEW_SECONDS
+    just_sent = timezone.now() - timedelta(seconds=renewals - 1)
+    Message.objects.filter(pk=reply.pk).update(dispatched_at=just_sent)
+    assert replies_recover() == []  # the new worker may still be about to take it
+    a_while_ago = timezone.now() - timedelta(seconds=renewals + 0.5)
+    assert renewals + 0.5 < livestate.LEASE_TTL_SECONDS
+    Message.objects.filter(pk=reply.pk).update(dispatched_at=a_while_ago)
+    assert replies_recover() == [reply.pk]
 
 
 def test_a_reply_left_behind_by_a_dead_worker_is_recovered(

@@ -47,6 +47,11 @@ def texts(thread):
         ("why does commit 9f2c4e1a7b3d5f60 break the iOS build", "Commit Break iOS Build"),
         ("token=ghp_abcdEFGH1234ijklMNOP5678 leaked in the release notes", "Leaked Release Notes"),
         ("debug password: hunter2 on the staging server", "Debug Staging Server"),
+        ("Look at https://example.com/page and plan the harbour tonight",
+         "Look Plan Harbour Tonight"),
+        ("see http://intranet.local/a/b/secret-report.pdf?x=1 before the shoot",
+         "See Shoot"),
+        ("compare www.example.org/docs/setup with our crew notes", "Compare Crew Notes"),
     ],
 )  # fmt: skip
 def test_thread_names(text, name):

@@ -152,6 +152,33 @@ def test_the_search_view_is_scoped_to_the_owner(client, alice_thread, bob):
     assert "<mark>Lighthouse</mark> keeper" in html and "?at=" in html
 
 
+def test_search_across_every_session_groups_hits_and_shows_plain_text(client, alice, bob):
+    from apps.chat.records.sessions import session_create
+
+    film = session_create(owner=alice, name="Harbour film")
+    shop = session_create(owner=alice, name="Shop redesign")
+    reply(film.active_thread, text="**The lighthouse** at dawn:\n```python\nlight = 1\n```")
+    reply(shop.active_thread, text="A [lighthouse logo](https://example.com/l.png) for _the_ shop")
+    reply(session_create(owner=bob, name="Bob's").active_thread, text="lighthouse secrets")
+    client.force_login(alice)
+    html = client.get(reverse("chat:search"), {"q": "lighthouse"}).content.decode()
+    assert "2 matches" in html and "in your sessions" in html
+    assert 'aria-label="Matches in Harbour film"' in html
+    assert 'aria-label="Matches in Shop redesign"' in html
+    assert "secrets" not in html  # Bob's session is not searched
+    # Snippets are what a reader sees: no Markdown marks, the words marked.
+    assert "The <mark>lighthouse</mark> at dawn: light = 1" in html
+    assert "A <mark>lighthouse</mark> logo for the shop" in html
+    for mark in ("**", "```", "](", "_the_"):
+        assert mark not in html.split('id="search-results"')[1]
+    page = client.get(reverse("chat:session_list")).content.decode()
+    assert 'placeholder="Search all your sessions"' in page
+    assert (
+        "Nothing in your sessions matches"
+        in client.get(reverse("chat:search"), {"q": "zebra"}).content.decode()
+    )
+
+
 def test_a_thread_opens_at_a_message_deep_inside_and_loads_later_ones(alice_thread, client):
     messages = thread_fill(alice_thread, 2_000)
     target = messages[299]  # seq 300

@@ -38,7 +38,7 @@ def test_upload_list_download_delete_and_strangers_get_nothing(alice_thread, bob
     response = client.post(url("files_upload", session), {"files": upload}, HTTP_HX_REQUEST="true")
     body = response.content.decode()
     # Django keeps only the base name of an uploaded file; nothing lands outside anyway.
-    assert "scene.md" in body and "evil.txt" in body
+    assert "scene.md" in body and "evil.txt" in body and "Files in the workspace" in body
     assert {f.path for f in session_workspace(session).files()} == {"scene.md", "evil.txt"}
     download = client.get(url("files_download", session) + "?path=scene.md")
     assert download.status_code == 200 and b"".join(download.streaming_content).startswith(b"# Har")
@@ -55,6 +55,34 @@ def test_upload_list_download_delete_and_strangers_get_nothing(alice_thread, bob
     )
     assert response.status_code == 200
     assert [f.path for f in session_workspace(session).files()] == ["evil.txt"]
+
+
+def test_uploads_keep_their_folder_paths_inside_the_workspace_only(alice_thread):
+    session = alice_thread.session
+    client = Client()
+    client.force_login(session.owner)
+    upload = [SimpleUploadedFile("dawn.md", b"# Dawn"), SimpleUploadedFile("evil.md", b"x"),
+              SimpleUploadedFile("abs.md", b"x")]  # fmt: skip
+    paths = ["act-1/scenes/dawn.md", "act-1/../../evil.md", "/etc/abs.md"]
+    response = client.post(url("files_upload", session), {"files": upload, "paths": paths},
+                           HTTP_HX_REQUEST="true")  # fmt: skip
+    body = response.content.decode()
+    assert (
+        response.status_code == 422
+        and "not a valid path" in body
+        and "inside the workspace" in body
+    )
+    assert [f.path for f in session_workspace(session).files()] == ["act-1/scenes/dawn.md"]
+    # "Into folder" prefixes every path, and is checked the same way.
+    note = SimpleUploadedFile("idea.md", b"Fog")
+    client.post(url("files_upload", session), {"files": [note], "folder": "notes/"},
+                HTTP_HX_REQUEST="true")  # fmt: skip
+    assert "notes/idea.md" in {f.path for f in session_workspace(session).files()}
+    sneaky = SimpleUploadedFile("x.md", b"x")
+    response = client.post(url("files_upload", session), {"files": [sneaky], "folder": "../up"},
+                           HTTP_HX_REQUEST="true")  # fmt: skip
+    assert response.status_code == 422
+    assert len(session_workspace(session).files()) == 2
 
 
 def test_an_upload_over_the_quota_is_refused_and_keeps_nothing(alice_thread, settings):

@@ -46,21 +46,29 @@ def launcher_env(tmp_path, port: int) -> dict[str, str]:
     return env
 
 
+def ignore_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
 @pytest.mark.parametrize(
-    "stop",
-    [[signal.SIGINT], [signal.SIGINT, signal.SIGINT], [signal.SIGKILL]],
-    ids=["ctrl-c", "ctrl-c-twice", "killed"],
-)
-def test_the_launcher_serves_the_app_and_stopping_it_stops_every_child(tmp_path, stop):
+    ("stop", "background"),
+    [([signal.SIGINT], False), ([signal.SIGINT, signal.SIGINT], False),
+     ([signal.SIGKILL], False), ([signal.SIGINT], True)],
+    ids=["ctrl-c", "ctrl-c-twice", "killed", "interrupted-in-background"],
+)  # fmt: skip
+def test_the_launcher_serves_the_app_and_stopping_it_stops_every_child(tmp_path, stop, background):
     """Ctrl-C stops the children in order (a second Ctrl-C does not break that off); if the
-    launcher is killed outright, they get SIGTERM from the kernel (PR_SET_PDEATHSIG)."""
+    launcher is killed outright, they get SIGTERM from the kernel (PR_SET_PDEATHSIG). Started
+    in the background (`make run &` from a script, nohup), the shell hands it SIGINT ignored:
+    `kill -INT` still stops it."""
     port = free_port()
     env = launcher_env(tmp_path, port)
     env["PARLEY_RECOVERY_INTERVAL_SECONDS"] = "1"  # the worker's periodic look runs, and stops
     log = (tmp_path / "launcher.log").open("w+")
     launcher = subprocess.Popen(
-        [sys.executable, "-m", "config.launcher"], cwd=ROOT, env=env, stdout=log, stderr=log
-    )
+        [sys.executable, "-m", "config.launcher"], cwd=ROOT, env=env, stdout=log, stderr=log,
+        preexec_fn=ignore_sigint if background else None,
+    )  # fmt: skip
     try:
         deadline = time.monotonic() + 90
         while True:
@@ -84,7 +92,11 @@ def test_the_launcher_serves_the_app_and_stopping_it_stops_every_child(tmp_path,
             if number:
                 time.sleep(0.5)  # while the launcher is stopping its children
             launcher.send_signal(signum)
-        launcher.wait(timeout=60)
+        try:
+            launcher.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            launcher.kill()  # its children follow it (PR_SET_PDEATHSIG)
+            raise
     if stop[0] == signal.SIGINT:
         output = (tmp_path / "launcher.log").read_text()
         assert launcher.returncode == 0, output

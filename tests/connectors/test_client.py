@@ -40,9 +40,11 @@ async def test_a_tool_error_a_timeout_and_a_crash_are_reported_not_raised_past_t
     text, failed = await call_tool(stdio_spec, "fail", {})
     assert failed and "the tool broke on purpose" in text
     quick = dataclasses.replace(stdio_spec, timeout=1)
-    with pytest.raises(McpUnavailable, match="'local' is unavailable: Timed out"):
+    with pytest.raises(
+        McpUnavailable, match=r"'local' is unavailable: it did not answer within 1 s\.$"
+    ):
         await call_tool(quick, "slow", {"seconds": 5})
-    with pytest.raises(McpUnavailable, match="'local' is unavailable"):
+    with pytest.raises(McpUnavailable, match="'local' went away during the call"):
         await call_tool(stdio_spec, "crash", {})
     missing = dataclasses.replace(stdio_spec, command="/nonexistent/mcp-server")
     with pytest.raises(McpUnavailable, match="unavailable"):
@@ -72,3 +74,26 @@ def test_tool_names_are_namespaced_and_provider_safe():
     assert namespaced("files", "read") == "files__read"
     assert namespaced("my server", "do.it!") == "my_server__do_it_"
     assert len(namespaced("s" * 40, "t" * 60)) == 64
+
+
+def test_a_failure_is_named_by_its_cause_not_by_the_streams_closing_after_it():
+    """Closing the SDK's streams after a timeout can raise BrokenResourceError (seen on a busy
+    machine): the person reads about the timeout, not the teardown."""
+    import anyio
+
+    from apps.connectors.client import _cause, _connection_lost, _reason
+
+    spec = ServerSpec(name="local", kind="stdio", timeout=1)
+    try:
+        try:
+            raise RuntimeError(
+                "Timed out while waiting for response to ClientRequest. Waited 1.0 seconds."
+            )
+        except RuntimeError:
+            raise BaseExceptionGroup("teardown", [anyio.BrokenResourceError()]) from None
+    except BaseExceptionGroup as exc:
+        # `from None` hides the context from tracebacks, not from __context__.
+        cause = _cause(exc)
+    assert _reason(cause, spec) == "it did not answer within 1 s"
+    assert not _connection_lost(cause)
+    assert _connection_lost(_cause(BaseExceptionGroup("gone", [anyio.BrokenResourceError()])))

@@ -8,7 +8,8 @@ from typing import Any
 
 from django.core.exceptions import ValidationError
 from django.db import transaction
-from django.db.models import Q
+from django.db.models import F, Q
+from django.db.models.functions import Greatest
 from django.utils import timezone
 
 from apps.chat import livestate
@@ -33,6 +34,7 @@ from apps.roles.models import Role
 # worker is gone is settled by the web process instead.
 INTERRUPT_WAIT_SECONDS = 0.8
 INTERRUPT_POLL_SECONDS = 0.05
+REDISPATCH_SECONDS = 2 * livestate.LEASE_RENEW_SECONDS
 
 
 def reply_rerun(*, message: Message) -> Message:
@@ -72,6 +74,7 @@ def reply_rerun(*, message: Message) -> Message:
         message.ttft_ms = message.duration_ms = message.started_at = message.finished_at = None
         message.attempt = 0  # a new version: takeovers are counted afresh
         message.save()
+        livestate.withdraw_cancel(str(message.public_id))
         events.publish_message_replaced_on_commit(message=message, seq=0)
         dispatch([message])
     return message
@@ -90,6 +93,7 @@ def reply_continue(*, message: Message) -> Message:
         if not updated:
             raise ValidationError("Only a reply that was cut off can be continued.")
         message.refresh_from_db()
+        livestate.withdraw_cancel(str(message.public_id))
         events.publish_message_replaced_on_commit(message=message, seq=0)
         dispatch([message])
     return message
@@ -225,9 +229,13 @@ def replies_recover(*, grace_seconds: int = livestate.LEASE_TTL_SECONDS) -> list
     queued_cutoff = now - timedelta(seconds=max(grace_seconds, QUEUED_GRACE_SECONDS))
     # A recent checkpoint also means a live stream: right after Redis restarted empty, its
     # worker re-takes the lease within a renewal, and must not be taken over meanwhile.
+    # A streaming reply's task takes its lease within moments of reaching a live worker: once
+    # two renewals have passed without one, the task died with a worker (perhaps one that was
+    # taking the reply over) and is sent again — a takeover of a takeover is as quick as the first.
+    redispatch_cutoff = now - timedelta(seconds=min(grace_seconds, REDISPATCH_SECONDS))
     stalled = list(
         Message.objects.filter(
-            Q(status=MessageStatus.STREAMING, dispatched_at__lt=cutoff)
+            Q(status=MessageStatus.STREAMING, dispatched_at__lt=redispatch_cutoff)
             | Q(status=MessageStatus.QUEUED, dispatched_at__lt=queued_cutoff),
             dispatched_at__isnull=False,
             updated_at__lt=cutoff,
@@ -249,6 +257,22 @@ def replies_recover(*, grace_seconds: int = livestate.LEASE_TTL_SECONDS) -> list
     for thread_id in set(QueuedMessage.objects.values_list("thread_id", flat=True)):
         orchestration.queue_next(thread_id=thread_id)
     return restarted
+
+
+def reply_hand_over(*, message_id: int, text: str) -> bool:
+    """A stopping worker gives a streaming reply back (a deploy's SIGTERM): the text its tabs
+    were shown is kept, the reply waits again, and its task goes to the other workers, whose
+    run continues from that text — no lease to wait out, no word lost or repeated. The run
+    that stopped is not counted against the reply's attempts."""
+    with transaction.atomic():
+        handed = Message.objects.filter(pk=message_id, status=MessageStatus.STREAMING).update(
+            status=MessageStatus.QUEUED,
+            content=[{"type": "text", "text": storable(text)}] if text else [],
+            attempt=Greatest(F("attempt") - 1, 0),
+        )
+        if handed:
+            dispatch([Message(pk=message_id)])
+    return bool(handed)
 
 
 def reply_settle(*, message_id: int, advance: bool = True, **final: Any) -> tuple[Message, dict]:

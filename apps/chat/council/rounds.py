@@ -55,11 +55,16 @@ def turn_tokens(replies: list[Message]) -> int:
 
 def _stop_reason(turn: Turn, session: Session, replies: list[Message]) -> tuple[str, str]:
     """Which budget, if any, the turn has reached, and the figures to show."""
-    settled = [m for m in replies if not m.in_flight]
-    latest = settled[-1] if settled else None
     phrase = session.stop_phrase.strip()
-    if phrase and latest is not None and phrase.lower() in latest.text.lower():
-        return TurnStop.PHRASE, f"@{latest.speaker} said “{phrase}”"
+    # Any settled reply of the turn counts: in a fan-out, the one that said it may not be
+    # the last to finish.
+    said = [
+        m
+        for m in replies
+        if phrase and not m.is_user and not m.in_flight and phrase.lower() in m.text.lower()
+    ]
+    if said:
+        return TurnStop.PHRASE, f"@{said[-1].speaker} said “{phrase}”"
     if session.turn_token_budget:
         used = turn_tokens(replies)
         if used >= session.turn_token_budget:

@@ -286,13 +286,15 @@ def render_turn_finished(thread: Thread) -> SafeString:
         roles = roles_by_handle({reply.speaker for reply in replies})
         names = list(dict.fromkeys(speaker_name(r, roles.get(r.speaker)) for r in replies))
         said = " and ".join([", ".join(names[:-1]), names[-1]] if len(names) > 1 else names)
+        endings = [
+            "timed out" if r.timed_out else {"error": "failed", "interrupted": "stopped"}[r.status]
+            for r in replies
+            if r.status in (MessageStatus.ERROR, MessageStatus.INTERRUPTED)
+        ]
         unfinished = [
             f"{count} {label}"
-            for status, label in (
-                (MessageStatus.ERROR, "failed"),
-                (MessageStatus.INTERRUPTED, "stopped"),
-            )
-            if (count := sum(r.status == status for r in replies))
+            for label in ("failed", "timed out", "stopped")
+            if (count := endings.count(label))
         ]
         context["notice"] = {
             "session": session,

@@ -22,11 +22,14 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import sys
 import time
 import uuid
+import weakref
 from collections import deque
 from typing import Any
 
+from autobahn.exception import Disconnected
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
 from redis.exceptions import RedisError
@@ -55,6 +58,12 @@ INBOX_LIMIT = 5000
 SYNCED = '<div id="sync-state" hx-swap-oob="true" data-synced="true"></div>'
 
 
+# Every tab connected to this process, for closing them all when it stops.
+open_tabs: weakref.WeakSet[GroupSocket] = weakref.WeakSet()
+# How long a stopping web process lets its close frames leave before it exits.
+SHUTDOWN_FLUSH_SECONDS = 0.3
+
+
 class GroupSocket(AsyncWebsocketConsumer):
     """A tab's socket on live-bus topics: follows them once the owner is known, forwards
     pre-rendered fragments in order, and resyncs whatever it finds it has missed."""
@@ -71,6 +80,7 @@ class GroupSocket(AsyncWebsocketConsumer):
         self.user = self.scope.get("user")
         # Accept, then close with a 4xxx code: browsers and htmx do not retry those.
         await self.accept()
+        open_tabs.add(self)
         if self.user is None or not self.user.is_authenticated:
             self.user = None
             await self.close(code=CLOSE_UNAUTHENTICATED)
@@ -82,7 +92,16 @@ class GroupSocket(AsyncWebsocketConsumer):
         if self.drainer is None:
             self.drainer = asyncio.ensure_future(self._drain_forever())
 
+    async def send(self, text_data=None, bytes_data=None, close=False) -> None:
+        """Send, unless the tab has gone meanwhile: a snapshot or push that finds the socket
+        closed (the tab reloaded, or left) is normal, not an error worth a traceback."""
+        try:
+            await super().send(text_data=text_data, bytes_data=bytes_data, close=close)
+        except Disconnected:
+            logger.debug("A tab closed its socket before a frame reached it")
+
     async def disconnect(self, code: int) -> None:
+        open_tabs.discard(self)
         relay().unfollow(self)
         if self.drainer is not None:
             self.drainer.cancel()
@@ -337,3 +356,39 @@ class ThreadConsumer(GroupSocket):
             .filter(public_id=public_id)
             .first()
         )
+
+
+async def close_every_tab() -> int:
+    """Ask every tab of this process to reconnect at once (it will reach a process that is
+    running, and catch up exactly): a stopping server otherwise drops its sockets without a
+    close frame, and browsers back off for seconds before they retry."""
+    tabs = list(open_tabs)
+    for tab in tabs:
+        try:
+            await tab.close(code=CLOSE_RECONNECT)
+        except Exception:  # a socket closing meanwhile
+            logger.debug("A tab's socket was already closing")
+    await asyncio.sleep(SHUTDOWN_FLUSH_SECONDS if tabs else 0)
+    return len(tabs)
+
+
+def close_tabs_on_shutdown() -> None:
+    """Under daphne, close every tab with the reconnect code when the server stops (SIGTERM,
+    a deploy). Registered before daphne's own shutdown step, which cancels the consumers."""
+    if "daphne.server" not in sys.modules or "twisted.internet.reactor" not in sys.modules:
+        return  # another server, or none (tests, management commands)
+    from twisted.internet import defer, reactor
+
+    def before_shutdown():
+        closing = asyncio.ensure_future(close_every_tab())
+        closing.add_done_callback(
+            lambda done: (
+                logger.info("Closed %d tab(s) for the restart", done.result())
+                if not done.cancelled() and done.exception() is None
+                else None
+            )
+        )
+        return defer.Deferred.fromFuture(closing)
+
+    # (The interface declares its methods without self, which mypy misreads.)
+    reactor.addSystemEventTrigger("before", "shutdown", before_shutdown)  # type: ignore[arg-type]

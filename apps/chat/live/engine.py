@@ -18,14 +18,16 @@ from django.conf import settings
 
 from apps.chat import livestate
 from apps.chat.council import orchestration, summaries, tools
-from apps.chat.council.replies import reply_rerun, reply_settle
+from apps.chat.council.dispatch import enqueue_reply
+from apps.chat.council.replies import reply_hand_over, reply_rerun, reply_settle
 from apps.chat.council.requests import request_for_reply
 from apps.chat.council.starting import ReplyStart, reply_start
 from apps.chat.council.turn_guard import TurnGuard
 from apps.chat.display import events
 from apps.chat.live.hub import StreamHub, in_db_thread, stream_hub
+from apps.chat.live.overlap import RepeatTrimmer
 from apps.chat.live.publisher import LiveReply
-from apps.chat.models import Message, MessageStatus
+from apps.chat.models import TIMED_OUT, Message, MessageStatus
 from apps.chat.records.replies import message_fail_unsaved, reply_is_queued
 from apps.chat.records.text import storable
 from apps.connectors import client as mcp_client
@@ -48,6 +50,9 @@ async def stream_reply(hub: StreamHub, message_pk: int) -> None:
     """Claim, stream, publish and settle one queued reply. Safe to run twice for one message."""
     # The lease comes first: a redelivered or recovered task for a reply that a live worker is
     # streaming must not restart it under that worker's feet.
+    if hub.handing_over:  # this worker is stopping: another one runs it
+        await in_db_thread(enqueue_reply)(message_pk)
+        return
     lease = uuid.uuid4().hex
     if not await _lease_when_free(hub, message_pk, lease):
         return
@@ -110,8 +115,11 @@ async def _stream_claimed(hub: StreamHub, start: ReplyStart, lease: str) -> None
         await events.publish_state(hub.redis, group=live.group, event=streaming)
     else:
         await _publish_state(hub, live.group, message, seq=live.seq, live_text=resume_text)
-    # The continuation's leading blanks would double the ones the cut-off text ends with.
+    # The continuation's leading blanks would double the ones the cut-off text ends with,
+    # and what it repeats of the cut-off text (models often start again) is dropped.
     joining = resume_text[-1:].isspace()
+    repeats = RepeatTrimmer(resume_text)
+    guard = TurnGuard(own=setup.own_names, others=setup.other_names)
 
     async def run_tool(call: ToolCall) -> str:
         outcome = await in_db_thread(tools.run_tool)(setup.tool_context, call)
@@ -132,8 +140,19 @@ async def _stream_claimed(hub: StreamHub, start: ReplyStart, lease: str) -> None
             message.content = live.content()
             await _publish_state(hub, live.group, message, seq=seq, live_text=live.text)
 
+    def take(text: str) -> bool:
+        """Pass continuation text on to the tabs; True once the guard ends the reply."""
+        nonlocal joining
+        text = text.lstrip() if joining else text
+        if not text:
+            return False
+        joining = False
+        checked = guard.feed(text)
+        hub.text_arrived(live, first=live.add(checked.text))
+        return checked.ended
+
     async def consume() -> None:
-        nonlocal first_token_at, usage, joining, api_key, stop
+        nonlocal first_token_at, usage, api_key, stop
         api_key, base_url = start.api_key, start.base_url
         adapter = get_adapter(message.provider)
         request, plan = start.request, start.summary_plan
@@ -146,7 +165,6 @@ async def _stream_claimed(hub: StreamHub, start: ReplyStart, lease: str) -> None
                 message=message, summary=summary, transcript=start.transcript
             )
         assert request is not None
-        guard = TurnGuard(own=setup.own_names, others=setup.other_names)
         released = message.turn_id is None
         stream = converse(
             adapter, request, api_key=api_key, base_url=base_url, run_tool=run_tool,
@@ -164,22 +182,21 @@ async def _stream_claimed(hub: StreamHub, start: ReplyStart, lease: str) -> None
                 if isinstance(event, TextDelta) and event.text:
                     if first_token_at is None:
                         first_token_at = time.monotonic()
-                    text = event.text.lstrip() if joining else event.text
-                    joining = joining and not text
-                    checked = guard.feed(text)
-                    hub.text_arrived(live, first=live.add(checked.text))
-                    if checked.ended:
+                    if take(repeats.feed(event.text)):
                         return  # it began another participant's turn: close the stream
                 elif isinstance(event, ToolCall | ToolResult):
+                    if take(repeats.finish()):
+                        return
                     live.add_part(event)
                     await show_tool_activity()
                 elif isinstance(event, Usage):
                     usage = event
                 elif isinstance(event, Stop):
                     stop = event
-        live.add(guard.finish().text)
+        if not take(repeats.finish()):
+            live.add(guard.finish().text)
 
-    status, error = MessageStatus.DONE, ""
+    status, error, timed_out = MessageStatus.DONE, "", False
     live.stream_task = asyncio.ensure_future(consume())
     await hub.attach(live)
     try:
@@ -188,10 +205,15 @@ async def _stream_claimed(hub: StreamHub, start: ReplyStart, lease: str) -> None
         if not live.stream_task.cancelled():
             raise  # the hub itself is being cancelled
         status = MessageStatus.INTERRUPTED
+        if live.handed_over and not live.lease_lost:
+            hub.detach(live)
+            await _hand_over(hub, live)
+            return
     except ProviderError as exc:  # providers quote keys back (401 bodies do): never kept
         status, error = MessageStatus.ERROR, scrub(str(exc), api_key)
+        timed_out = exc.error_type == "timeout" or exc.status in (408, 504)
     except TimeoutError:
-        status = MessageStatus.ERROR
+        status, timed_out = MessageStatus.ERROR, True
         error = f"The reply took longer than {settings.PARLEY_REPLY_TIMEOUT_SECONDS} s."
     except Exception:
         logger.exception("Reply %s failed unexpectedly", live.message_id)
@@ -202,14 +224,30 @@ async def _stream_claimed(hub: StreamHub, start: ReplyStart, lease: str) -> None
         return  # the run that took this reply over settles it
 
     await hub.flush(live)
+    recorded = usage.as_dict()
+    if repeats.trimmed:  # kept with the reply's usage: how often models restart their answer
+        recorded["repeat_trimmed_chars"] = repeats.trimmed
+        logger.info("Reply %s: dropped %d repeated characters after a takeover",
+                    live.message_id, repeats.trimmed)  # fmt: skip
     ttft_ms = int((first_token_at - started) * 1000) if first_token_at else None
     duration_ms = int((time.monotonic() - started) * 1000)
     await _settle(
-        hub, live, message, status=status, error=error, usage=usage.as_dict(),
+        hub, live, message, status=status, error=error,
+        usage=recorded,
         ttft_ms=ttft_ms, duration_ms=duration_ms,
-        stop_reason=stop.reason if status == MessageStatus.DONE else "",
+        stop_reason=TIMED_OUT if timed_out else stop.reason if status == MessageStatus.DONE else "",
         continuations=stop.continuations,
     )  # fmt: skip
+
+
+async def _hand_over(hub: StreamHub, live: LiveReply) -> None:
+    """Give a reply to the other workers: everything received is published (the tail holds
+    what the tabs were shown), saved as the reply's text, and its task is sent again; the
+    lease goes at once, so the run that takes over starts right away."""
+    await hub.flush(live)
+    hub.leases.pop(live.message_pk, None)
+    await livestate.lease_release(hub.redis, live.message_pk, live.lease)
+    await in_db_thread(reply_hand_over)(message_id=live.message_pk, text=live.text)
 
 
 async def _settle(

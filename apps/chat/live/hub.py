@@ -77,6 +77,7 @@ class StreamHub:
         self._last_counts = 0.0
         self._services: list[asyncio.Task] = []
         self._errands: set[asyncio.Task] = set()  # one-off tasks, referenced until they end
+        self.handing_over = False  # the worker is stopping: its replies go to other workers
 
     # --- from any thread ----------------------------------------------------------------------
 
@@ -90,6 +91,19 @@ class StreamHub:
     def run(self, coroutine: Coroutine[Any, Any, T]) -> T:
         """Run a coroutine on the hub's loop and wait for its result (from a task's thread)."""
         return asyncio.run_coroutine_threadsafe(coroutine, self.loop).result()
+
+    def hand_over(self) -> None:
+        """The worker was asked to stop: stop every stream at once and give its reply to the
+        other workers (see `reply_hand_over`), so a deploy neither waits a long reply out nor
+        leaves it to a lapsing lease. Replies that arrive from now on are sent back too."""
+        self.loop.call_soon_threadsafe(self._hand_over_all)
+
+    def _hand_over_all(self) -> None:
+        self.handing_over = True
+        for live in list(self.replies.values()):
+            live.handed_over = True
+            self._cancel([live.message_id])
+        logger.info("Handing %d streaming replies over to the other workers", len(self.replies))
 
     def stop(self) -> None:
         """End the hub's own work and its loop (the worker is shutting down: no task waits)."""
@@ -136,7 +150,10 @@ class StreamHub:
     async def attach(self, live: LiveReply) -> None:
         """Start hosting a reply; an interrupt that came before it was hosted still counts."""
         self.replies[live.message_id] = live
-        if await livestate.cancel_requested(self.redis, live.message_id):
+        if self.handing_over:
+            live.handed_over = True
+            self._cancel([live.message_id])
+        elif await livestate.cancel_requested(self.redis, live.message_id):
             self._cancel([live.message_id])
 
     def detach(self, live: LiveReply) -> None:
@@ -331,6 +348,13 @@ def stream_hub_stop() -> None:
         if _hub is not None:
             _hub.stop()
             _hub = None
+
+
+def stream_hub_hand_over() -> None:
+    """Give this process's live replies to the other workers (it is stopping)."""
+    with _hub_lock:
+        if _hub is not None:
+            _hub.hand_over()
 
 
 def stream_hub() -> StreamHub:

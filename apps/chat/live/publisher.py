@@ -35,6 +35,7 @@ class LiveReply:
         self.publishing = asyncio.Lock()  # one publish of this reply at a time, in order
         self.stream_task: asyncio.Task | None = None  # what an interrupt cancels
         self.lease_lost = False  # another run took the reply over: stop without settling
+        self.handed_over = False  # this worker is stopping: give the reply to another
 
     def resume_from(self, text: str) -> None:
         """Continue a reply taken over from a dead worker: `text` is already out everywhere."""

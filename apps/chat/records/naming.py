@@ -7,7 +7,9 @@ from __future__ import annotations
 import re
 
 CODE = re.compile(r"```.*?(?:```|$)|`[^`\n]*`", re.S)
-NOISE = re.compile(r"https?://\S+|(?<![\w.])@[\w-]+|[#*_>\[\]()~|]")
+# Addresses go first, whole: the path rule would keep their last part ("page", "Https").
+URL = re.compile(r"\b(?:[a-z][a-z0-9+.-]*://|www\.)\S+", re.I)
+NOISE = re.compile(r"(?<![\w.])@[\w-]+|[#*_>\[\]()~|]")
 WORD = re.compile(r"[^\W_][\w'\u2019.-]*(?<![.-])", re.U)
 # A path keeps its last part: /home/alice/secrets/prod.env -> prod.env.
 PATH = re.compile(r"(?:[A-Za-z]:)?(?:~|\.{1,2})?(?:[\\/][\w.~-]+){2,}|(?:[A-Za-z]:)?[\\/][\w.~-]+")
@@ -61,7 +63,7 @@ def _secret_like(word: str) -> bool:
 
 
 def salient_words(text: str) -> list[str]:
-    text = CODE.sub(" ", text)
+    text = URL.sub(" ", CODE.sub(" ", text))
     text = KNOWN_TOKEN.sub(" ", LABELLED_SECRET.sub(" ", text))
     text = PATH.sub(lambda match: " " + re.split(r"[\\/]", match.group(0))[-1] + " ", text)
     text = NOISE.sub(" ", text)

@@ -28,10 +28,12 @@ def session_create(
     persona: str = "",
     memory: str = "",
     roles: list[Role] | None = None,
+    disabled_tools: list[str] | None = None,
 ) -> Session:
     """Create a session and its first, empty thread: with the roles chosen (else the default
-    ones), the credential and model (else the demo provider), the persona and memory, and the
-    MCP servers (the caller has checked the owner may use the credential and the servers)."""
+    ones), the credential and model (else the demo provider), the persona and memory, the
+    tools switched off, and the MCP servers (the caller has checked the owner may use the
+    credential and the servers)."""
     name = " ".join(storable(name).split())[:120] or "New session"
     if roles is not None and not roles:
         raise ValidationError("A session needs at least one role.")
@@ -43,6 +45,7 @@ def session_create(
             model=model.strip()[:120],
             persona=storable(persona),
             memory=storable(memory),
+            disabled_tools=list(disabled_tools or []),
         )
         roles = roles or default_roles() or [role_ensure_default()]
         SessionRole.objects.bulk_create(SessionRole(session=session, role=role) for role in roles)

@@ -10,7 +10,7 @@ from apps.chat.records.sessions import session_workspace
 from apps.chat.selectors import sessions_for_user
 from apps.workspace.files import WorkspaceError
 
-MAX_UPLOAD_FILES = 20
+MAX_UPLOAD_FILES = 100  # a dropped folder comes in one request (Django's own limit)
 
 
 def _panel(request, session, *, error: str = "", status: int = 200):
@@ -33,7 +33,9 @@ def files_panel(request, session):
 
 @require_POST
 def files_upload(request, session):
-    """Save the uploaded files (a folder path may prefix each name); all or nothing per file."""
+    """Save the uploaded files, each under its path when the page sends one (a dropped or
+    chosen folder keeps its layout) and inside the folder named in "Into folder"; every path
+    is checked inside the workspace. All or nothing per file."""
     session = get_object_or_404(sessions_for_user(user=request.user), public_id=session)
     uploads = request.FILES.getlist("files")
     if not uploads:
@@ -41,11 +43,15 @@ def files_upload(request, session):
     if len(uploads) > MAX_UPLOAD_FILES:
         error = f"Upload at most {MAX_UPLOAD_FILES} files at once."
         return _panel(request, session, error=error, status=422)
+    paths = request.POST.getlist("paths")
+    if len(paths) != len(uploads):  # the browser sends bare names (Django keeps only those)
+        paths = [upload.name or "" for upload in uploads]
+    folder = request.POST.get("folder", "").strip().replace("\\", "/").strip("/")
     workspace = session_workspace(session)
     problems = []
-    for upload in uploads:
+    for upload, path in zip(uploads, paths, strict=True):
         try:
-            workspace.write(upload.name or "", upload.read())
+            workspace.write(f"{folder}/{path}" if folder else path, upload.read())
         except WorkspaceError as exc:
             problems.append(str(exc))
     status = 422 if problems else 200

@@ -91,12 +91,31 @@ class SessionCreateForm(SessionSetupForm):
         required=False,
     )
     mcp_servers = mcp_servers_field()
+    # The built-in tools (a picked server's tools are offered once it is part of the session).
+    tools = forms.MultipleChoiceField(
+        required=False, widget=forms.CheckboxSelectMultiple, label="Tools"
+    )
 
     def __init__(self, *args, servers=None, **kwargs):
-        kwargs.setdefault("initial", {"roles": [role.pk for role in default_roles()]})
+        self.tool_choices = [
+            (name, f"{name}{' (write)' if TOOLS[name].writes else ''}") for name in tool_names()
+        ]
+        kwargs.setdefault(
+            "initial",
+            {"roles": [role.pk for role in default_roles()],
+             "tools": [name for name, _ in self.tool_choices]},
+        )  # fmt: skip
         super().__init__(*args, **kwargs)
         field = cast(forms.ModelMultipleChoiceField, self.fields["mcp_servers"])
         field.queryset = servers if servers is not None else McpServer.objects.none()
+        cast(forms.ChoiceField, self.fields["tools"]).choices = self.tool_choices
+
+    def disabled_tools(self) -> list[str]:
+        """The built-in tools left unticked ("tools_offered" tells an old page from none)."""
+        if "tools_offered" not in self.data:
+            return []
+        chosen = set(self.cleaned_data.get("tools") or [])
+        return [name for name, _ in self.tool_choices if name not in chosen]
 
     def clean_roles(self) -> list[Role] | None:
         roles = list(self.cleaned_data["roles"])

@@ -22,6 +22,7 @@ urlpatterns = [
     path("t/<uuid:thread>/later/", views.thread_later, name="thread_later"),
     path("t/<uuid:thread>/seen/", views.thread_seen, name="thread_seen"),
     path("s/<uuid:session>/search/", views.session_search, name="session_search"),
+    path("search/", views.search_everywhere, name="search"),
     path("t/<uuid:thread>/interrupt/", views.thread_interrupt, name="thread_interrupt"),
     path("t/<uuid:thread>/rename/", views.thread_rename, name="thread_rename"),
     path("t/<uuid:thread>/clear/", views.thread_clear, name="thread_clear"),

@@ -23,7 +23,7 @@ from apps.chat.display.bubbles import (
 )
 from apps.chat.models import Session
 from apps.chat.records import sessions, threads
-from apps.chat.search import search_session
+from apps.chat.search import search_session, search_sessions
 from apps.chat.selectors import (
     messages_for_user,
     session_and_thread_usage,
@@ -85,6 +85,7 @@ def session_create(request):
         memory=data["memory"],
         roles=data["roles"],
         mcp_servers=list(data.get("mcp_servers") or []),
+        disabled_tools=form.disabled_tools(),
     )
     thread = session.active_thread or threads.thread_create(session=session)
     url = reverse("chat:thread_detail", kwargs={"thread": thread.public_id})
@@ -221,6 +222,15 @@ def session_search(request, session):
     session = get_object_or_404(sessions_for_user(user=request.user), public_id=session)
     query = request.GET.get("q", "").strip()[:200]
     context = {"query": query, "hits": search_session(session=session, query=query)}
+    return render(request, "chat/_search_results.html", context)
+
+
+@require_GET
+def search_everywhere(request):
+    """Every session of the person's, searched the same way; the hits grouped by session."""
+    query = request.GET.get("q", "").strip()[:200]
+    hits = search_sessions(sessions=sessions_for_user(user=request.user), query=query)
+    context = {"query": query, "hits": hits, "everywhere": True}
     return render(request, "chat/_search_results.html", context)
 
 

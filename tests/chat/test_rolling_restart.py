@@ -1,0 +1,143 @@
+"""A rolling restart under load, as every deploy does it: two web and two worker processes,
+50 replies streaming to 50 tabs, each process sent SIGTERM and started again in turn.
+
+Each process must stop within 5 s of SIGTERM (a worker hands its live replies to the other
+instead of streaming them to their end), no tab may go more than 5 s without new text (a web
+process closes its tabs with the reconnect code, so they come back at once through the other
+one), and every reply must end exactly as the model wrote it: no word lost or repeated.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import time
+
+import pytest
+
+from apps.chat.models import Message, MessageStatus
+from apps.chat.records.sessions import session_create, session_set_provider
+from apps.providers.calls import RESUME_PROMPT
+from apps.providers.emulator import Script
+from apps.providers.services import credential_save
+from tests.chat.test_faults import cookie_for, off_the_loop
+from tests.conftest import wait_until
+from tests.topology import Child, FollowedTab, Topology, post
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+STREAMS = 50
+WORDS = "".join(f"w{n} " for n in range(1, 1201)).rstrip()  # ~30 s at 40 tokens a second
+MAX_STOP_SECONDS = 5.0
+MAX_STALL_SECONDS = 5.0
+
+
+@pytest.fixture
+def topology(tmp_path):
+    topology = Topology(tmp_path)
+    yield topology
+    topology.stop()
+
+
+def numbered_threads(alice, emulator, count: int) -> list:
+    """`count` threads whose assistant streams numbered words from an OpenAI-compatible
+    upstream, and continues them exactly when a run takes a reply over."""
+    resume = RESUME_PROMPT[:60]
+    emulator.script(
+        *(Script(text=WORDS, tokens_per_second=40, resumes=True, provider="openai", match=resume)
+          for _ in range(4 * count)),
+        *(Script(text=WORDS, tokens_per_second=40, provider="openai") for _ in range(count)),
+    )  # fmt: skip
+    credential = credential_save(
+        owner=alice, name="Numbered words", provider="openai_compatible",
+        base_url=f"{emulator.url}/v1", api_key="sk-test-numbered-words-key-0000",
+    )  # fmt: skip
+    threads = []
+    for number in range(count):
+        session = session_create(owner=alice, name=f"Rolling {number}")
+        session_set_provider(session=session, credential=credential, model="gpt-4.1")
+        threads.append(session.active_thread)
+    return threads
+
+
+def stop_and_time(child: Child) -> float:
+    started = time.monotonic()
+    child.process.send_signal(signal.SIGTERM)
+    try:
+        child.process.wait(timeout=30)
+    except Exception:
+        child.process.kill()
+        raise
+    return time.monotonic() - started
+
+
+def test_a_rolling_restart_under_50_streams_stalls_no_tab_and_keeps_every_word(
+    alice, emulator, topology
+):
+    threads = numbered_threads(alice, emulator, STREAMS)
+    workers = {name: topology.start_worker(name) for name in ("worker-a", "worker-b")}
+    webs = {name: topology.start_web(name) for name in ("web-a", "web-b")}
+    for worker in workers.values():
+        topology.wait_worker_ready(worker)
+    cookie = cookie_for(alice)
+    ids = [str(thread.public_id) for thread in threads]
+    pairs = [(webs["web-a"], webs["web-b"]), (webs["web-b"], webs["web-a"])]
+    tabs = [
+        FollowedTab(pairs[n % 2][0], ids[n], cookie, others=[pairs[n % 2][1]])
+        for n in range(STREAMS)
+    ]
+    replies: dict[str, str] = {}  # thread id -> reply id
+    stops: dict[str, float] = {}
+
+    def done_on(thread_id: str):
+        def done(tab) -> bool:
+            reply = replies.get(thread_id)
+            return reply is not None and tab.status(reply) == "done"
+
+        return done
+
+    def reply_ids() -> dict[str, str]:
+        rows = Message.objects.filter(thread__in=threads, speaker="assistant")
+        found = {str(m.thread.public_id): str(m.public_id) for m in rows.select_related("thread")}
+        return found if len(found) == STREAMS else {}
+
+    async def restart(name: str, children: dict[str, Child], start) -> None:
+        stops[name] = await off_the_loop(stop_and_time, children[name])
+        children[name] = await off_the_loop(start, children[name])  # a web: on its port
+
+    def start_worker_again(old: Child) -> Child:
+        child = topology.start_worker(old.name)
+        topology.wait_worker_ready(child)
+        return child
+
+    def start_web_again(old: Child) -> Child:
+        return topology.start_web(old.name, port=old.port)
+
+    async def scenario() -> None:
+        following = [asyncio.ensure_future(tab.follow(done_on(tab.thread_id))) for tab in tabs]
+        await asyncio.gather(*(post(tabs[n].web, ids[n], cookie, "@assistant count for me")
+                               for n in range(STREAMS)))  # fmt: skip
+        replies.update(await off_the_loop(wait_until, reply_ids, timeout=30))
+        await asyncio.sleep(3)  # every reply is streaming
+        await restart("web-a", webs, start_web_again)
+        await restart("worker-a", workers, start_worker_again)
+        await restart("web-b", webs, start_web_again)
+        await restart("worker-b", workers, start_worker_again)
+        await asyncio.wait_for(asyncio.gather(*following), 120)
+
+    asyncio.run(scenario())
+    logs = topology.logs()
+    stalls = [max(tab.longest_stall.values(), default=0.0) for tab in tabs]
+    print(f"stops: {stops}; longest stall {max(stalls):.2f} s; "
+          f"closes {sum(len(tab.closes) for tab in tabs)}")  # fmt: skip
+    assert all(took < MAX_STOP_SECONDS for took in stops.values()), (stops, logs)
+    for tab in tabs:
+        reply = Message.objects.get(public_id=replies[tab.thread_id])
+        assert (reply.status, reply.text) == (MessageStatus.DONE, WORDS), logs
+        shown = tab.seen_texts[str(reply.public_id)]
+        assert all(WORDS.startswith(text) for text in shown), "a tab showed a repeated word"
+        assert [len(t) for t in shown] == sorted(len(t) for t in shown), "shown text went back"
+        assert 4012 in tab.closes, f"the tab's socket was dropped, not closed: {tab.closes}"
+        stall = tab.longest_stall.get(str(reply.public_id), 0.0)
+        assert stall < MAX_STALL_SECONDS, f"a tab went {stall:.1f} s without new text\n{logs}"
+    assert "Traceback" not in logs
