@@ -322,13 +322,28 @@ def session_and_thread_usage(
     *, session: Session, thread: Thread
 ) -> tuple[UsageSummary, UsageSummary]:
     """The session's totals and one of its threads' own, in one query (a thread's page)."""
-    rows = _per_model(
-        _finished_replies(thread__session=session),
-        **_usage_annotations(),
-        **_usage_annotations("thread_", Q(thread=thread)),
-    )
+    total, by_thread = session_and_threads_usage(session=session, thread_ids=[thread.pk])
+    return total, by_thread[thread.pk]
+
+
+def session_and_threads_usage(
+    *, session: Session, thread_ids: list[int]
+) -> tuple[UsageSummary, dict[int, UsageSummary]]:
+    """The session's totals and some of its threads' own, in one query grouped by provider,
+    model and thread: a session's and its threads' lines after replies settle, not one
+    aggregate each. (Prices are per token, so pricing each group and adding is exact.)"""
+    rows = [
+        dict(row)
+        for row in _finished_replies(thread__session=session)
+        .values("provider", "model", "thread_id")
+        .annotate(**_usage_annotations())
+        .order_by()
+    ]
     prices = PriceTable() if rows else None
-    return _usage_summary(rows, prices=prices), _usage_summary(rows, "thread_", prices)
+    return _usage_summary(rows, prices=prices), {
+        thread_id: _usage_summary([r for r in rows if r["thread_id"] == thread_id], prices=prices)
+        for thread_id in thread_ids
+    }
 
 
 def _finished_replies(**scope) -> QuerySet[Message]:
@@ -373,6 +388,11 @@ def sessions_with_unread(*, user) -> QuerySet[Session]:
 def thread_unread(*, thread_id: int) -> WithAnnotations[Thread, Unread]:
     """One thread with `unread` (its badge in the sidebars)."""
     return Thread.objects.annotate(unread=unread_replies()).get(pk=thread_id)
+
+
+def threads_unread(*, thread_ids: list[int]) -> list[WithAnnotations[Thread, Unread]]:
+    """Several threads with `unread`, in one query (their badges after replies settle)."""
+    return list(Thread.objects.annotate(unread=unread_replies()).filter(pk__in=thread_ids))
 
 
 def session_unread(*, session_id: int) -> Session:

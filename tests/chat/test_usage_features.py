@@ -14,6 +14,7 @@ from apps.chat.search import search_session
 from apps.chat.selectors import (
     PAGE_SIZE,
     session_and_thread_usage,
+    session_and_threads_usage,
     session_usage,
     thread_usage,
 )
@@ -80,6 +81,13 @@ def test_session_and_thread_cost_follow_the_price_table_and_stored_usage(alice_t
     # A thread's page reads both in one query: the same figures.
     together = session_and_thread_usage(session=alice_thread.session, thread=alice_thread)
     assert together == (session, thread_usage(thread=alice_thread))
+    # Replies settling in several threads at once: one grouped read for all of them.
+    total, own = session_and_threads_usage(
+        session=alice_thread.session, thread_ids=[alice_thread.pk, other.pk]
+    )
+    assert total == session
+    assert own == {alice_thread.pk: thread_usage(thread=alice_thread),
+                   other.pk: thread_usage(thread=other)}  # fmt: skip
     client.force_login(alice_thread.session.owner)
     page = client.get(reverse("chat:thread_detail", kwargs={"thread": alice_thread.public_id}))
     html = page.content.decode()
@@ -226,3 +234,26 @@ def test_a_message_source_is_its_markdown_for_its_owner_only(client, alice_threa
     response = client.get(url)
     assert response.content.decode() == "# Title\n\n- item"
     assert response["Content-Type"].startswith("text/plain")
+
+
+def test_the_counts_of_many_settled_threads_are_read_in_a_few_queries(
+    alice_thread, django_assert_max_num_queries
+):
+    """However many threads' replies settled in the last second, their session's strip, their
+    badges and their usage lines are read in the same few queries (not some per thread)."""
+    from apps.chat.display.events import settled_counts_events
+
+    price()
+    threads = [alice_thread] + [thread_create(session=alice_thread.session) for _ in range(7)]
+    for n, thread in enumerate(threads):
+        reply(thread, input=100 * (n + 1), output=10)
+    with django_assert_max_num_queries(5):
+        pushes = settled_counts_events(thread_ids=[thread.pk for thread in threads])
+    html = "".join(event["html"] for _, event in pushes)
+    assert html.count('id="thread-usage"') == len(threads)
+    for thread in threads:
+        assert f'id="unread-{thread.public_id}"' in html
+    # Each thread's line shows its own figures; the strip shows the session's.
+    lines = [event["html"] for group, event in pushes if 'id="thread-usage"' in event["html"]]
+    assert any("1 reply" in line for line in lines)
+    assert "<dt>Tokens in / out</dt><dd>3600 / 80</dd>" in html  # 100 + 200 + … + 800 in

@@ -21,6 +21,7 @@ from apps.chat.models import (
     speaker_name,
 )
 from apps.chat.selectors import (
+    UsageSummary,
     round_state,
     session_links,
     session_unread,
@@ -266,10 +267,11 @@ def session_controls_context(session, usage=None) -> dict:
     }
 
 
-def render_unread_badge(thread_id: int) -> SafeString:
+def render_unread_badge(thread_id: int, item: Thread | None = None) -> SafeString:
     """One thread's unread count in the sidebars, as an out-of-band fragment (cheaper than
-    the whole tree when many replies settle at once)."""
-    item = thread_unread(thread_id=thread_id)
+    the whole tree when many replies settle at once); `item`: the thread with `unread`,
+    when the caller has read it."""
+    item = thread_unread(thread_id=thread_id) if item is None else item
     context = {"item": item, "oob": True}
     return mark_safe(render_to_string("chat/_unread_badge.html", context))  # noqa: S308
 
@@ -313,15 +315,17 @@ def render_session_unread_badge(session_id: int) -> SafeString:
     return mark_safe(render_to_string("chat/_owner_update.html", context))  # noqa: S308
 
 
-def render_thread_usage(thread: Thread) -> SafeString:
-    """The thread's own line of figures, as an out-of-band fragment for the tabs on it."""
-    context = {"thread_usage": thread_usage(thread=thread), "oob": True}
+def render_thread_usage(thread: Thread, usage: UsageSummary | None = None) -> SafeString:
+    """The thread's own line of figures, as an out-of-band fragment for the tabs on it
+    (`usage`: its totals, when the caller has read them)."""
+    usage = thread_usage(thread=thread) if usage is None else usage
+    context = {"thread_usage": usage, "oob": True}
     return mark_safe(render_to_string("chat/_thread_usage.html", context))  # noqa: S308
 
 
-def render_session_controls(session) -> SafeString:
+def render_session_controls(session, usage: UsageSummary | None = None) -> SafeString:
     """The session's strip, role picker and addressing line as out-of-band fragments."""
-    context = {**session_controls_context(session), "oob": True}
+    context = {**session_controls_context(session, usage), "oob": True}
     return mark_safe(render_to_string("chat/_session_controls.html", context))  # noqa: S308
 
 

@@ -31,6 +31,7 @@ from apps.chat.display.bubbles import (
     render_unread_badge,
 )
 from apps.chat.models import Message, Session, Thread
+from apps.chat.selectors import session_and_threads_usage, threads_unread
 
 # A settled bubble outranks every delta of its stream, whatever arrives late.
 SETTLED_SEQ = 2**31 - 1
@@ -228,15 +229,21 @@ def settled_counts_events(*, thread_ids: list[int]) -> list[tuple[str, dict]]:
     by_session: dict[int, list[Thread]] = {}
     for thread in threads:
         by_session.setdefault(thread.session_id, []).append(thread)
+    unread = {thread.pk: thread for thread in threads_unread(thread_ids=thread_ids)}
     pushes = []
     for session_threads in by_session.values():
         session = session_threads[0].session
-        html = render_session_controls(session) + "".join(
-            render_unread_badge(thread.pk) for thread in session_threads
+        ids = [thread.pk for thread in session_threads]
+        total, own = session_and_threads_usage(session=session, thread_ids=ids)
+        html = render_session_controls(session, total) + "".join(
+            render_unread_badge(thread.pk, unread.get(thread.pk)) for thread in session_threads
         )
         pushes.append((session_group(session.public_id), html_event(html)))
         pushes += [
-            (thread_group(thread.public_id), html_event(render_thread_usage(thread)))
+            (
+                thread_group(thread.public_id),
+                html_event(render_thread_usage(thread, own[thread.pk])),
+            )
             for thread in session_threads
         ]
     return pushes

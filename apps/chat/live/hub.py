@@ -78,6 +78,7 @@ class StreamHub:
         self._services: list[asyncio.Task] = []
         self._errands: set[asyncio.Task] = set()  # one-off tasks, referenced until they end
         self.handing_over = False  # the worker is stopping: its replies go to other workers
+        self._work = asyncio.Event()  # set while there is anything to tick for
 
     # --- from any thread ----------------------------------------------------------------------
 
@@ -150,6 +151,7 @@ class StreamHub:
     async def attach(self, live: LiveReply) -> None:
         """Start hosting a reply; an interrupt that came before it was hosted still counts."""
         self.replies[live.message_id] = live
+        self._work.set()
         if self.handing_over:
             live.handed_over = True
             self._cancel([live.message_id])
@@ -243,6 +245,10 @@ class StreamHub:
     async def _tick_forever(self) -> None:
         last_tick = time.monotonic()
         while True:
+            if not self.replies and not self.counts_due and not self._checkpointing:
+                # Nothing streams and nothing is due: an idle worker does not tick at all.
+                self._work.clear()
+                await self._work.wait()
             # Nap until the next tick is due, never long: a changed interval or a crowd of new
             # streams takes effect soon.
             wait = last_tick + self.tick_seconds() - time.monotonic()
@@ -279,6 +285,7 @@ class StreamHub:
 
     def counts_changed(self, thread_id: int) -> None:
         self.counts_due.add(thread_id)
+        self._work.set()
 
     def _counts_due(self, now: float) -> None:
         if (
@@ -297,6 +304,7 @@ class StreamHub:
             await events.publish(self.redis, pushes)
         except Exception:
             self.counts_due.update(thread_ids)  # shown on a later tick
+            self._work.set()
             raise
         finally:
             self._counting = False
