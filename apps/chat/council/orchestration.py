@@ -39,7 +39,7 @@ from apps.chat.records.messages import allocate_seqs, notice_create
 from apps.chat.records.replies import reply_placeholder
 from apps.chat.records.threads import thread_autoname, thread_autoname_from_replies
 from apps.chat.selectors import session_links
-from apps.roles.routing import RosterRole, Route, route_message
+from apps.roles.routing import ALL_HANDLE, RosterRole, Route, mentions, route_message
 from apps.roles.selectors import group_members
 
 logger = logging.getLogger(__name__)
@@ -55,10 +55,13 @@ def route_for(*, thread: Thread, session: Session, links: list[SessionRole], tex
         )
         for link in links
     ]
+    # The role groups are read only when a mention could name one (not a role, not @all).
+    handles = {role.handle for role in roster} | {ALL_HANDLE}
+    named_group = any(handle not in handles for handle in mentions(text))
     return route_message(
         text,
         roles=roster,
-        groups=group_members(),
+        groups=group_members() if named_group else {},
         mode=session.addressing_mode,
         sticky=thread.sticky_handle,
     )
@@ -181,7 +184,7 @@ def turn_start(
         status_changed = True
     Session.objects.filter(pk=session.pk).update(updated_at=timezone.now())
     events.publish_messages_added_on_commit(
-        thread=thread, messages=[user_message, *notice_messages, *replies]
+        thread=thread, messages=[user_message, *notice_messages, *replies], roles=roles
     )
     if status_changed:
         events.publish_thread_status_on_commit(thread=thread)

@@ -32,12 +32,21 @@ def _roster_entry(role: Role) -> RosterEntry:
 
 
 def session_roster(session) -> list[Role]:
-    return [
-        link.role
-        for link in session.session_roles.select_related("role").order_by(
-            "role__sort_order", "role__handle"
-        )
-    ]
+    """The session's roles in roster order, read once per session object: a reply's start
+    asks for them for its setup, its request and its streaming bubble."""
+    roster = session.__dict__.get("_roster")
+    if roster is None:
+        roster = session.__dict__["_roster"] = [
+            link.role
+            for link in session.session_roles.select_related("role").order_by(
+                "role__sort_order", "role__handle"
+            )
+        ]
+    return roster
+
+
+def roster_by_handle(session) -> dict[str, Role]:
+    return {role.handle: role for role in session_roster(session)}
 
 
 def message_block_text(message: Message) -> str:
@@ -172,7 +181,9 @@ class ReplySetup:
 
 def reply_setup(*, message: Message) -> ReplySetup:
     session = message.thread.session
-    role = Role.objects.filter(handle=message.speaker).first()
+    role = roster_by_handle(session).get(message.speaker)
+    if role is None:  # a role since taken off the session still finishes its reply
+        role = Role.objects.filter(handle=message.speaker).first()
     others = [
         name
         for other in session_roster(session)

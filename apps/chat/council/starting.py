@@ -16,6 +16,7 @@ from apps.chat.council.requests import (
     ReplySetup,
     reply_setup,
     request_for_reply,
+    roster_by_handle,
     transcript_entries,
 )
 from apps.chat.display import events
@@ -52,5 +53,7 @@ def reply_start(*, message_id: int) -> ReplyStart | None:
     if start.summary_plan is None:
         start.request = request_for_reply(message=message, transcript=start.transcript)
     if not claim.resumed:
-        start.streaming_event = events.state_event(message=message, seq=0, live_text="")
+        start.streaming_event = events.state_event(
+            message=message, seq=0, live_text="", roles=roster_by_handle(message.thread.session)
+        )
     return start

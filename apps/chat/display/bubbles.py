@@ -211,15 +211,20 @@ def render_bubbles(
 
 
 def bubble_fragments(
-    messages: Iterable[Message], *, live_texts: dict[str, str] | None = None, oob: bool = False
+    messages: Iterable[Message],
+    *,
+    live_texts: dict[str, str] | None = None,
+    oob: bool = False,
+    roles: dict[str, Role] | None = None,
 ) -> list[str]:
     """Bubbles for a websocket push, one fragment each, every one small enough for a frame.
 
     A streaming bubble too large goes as its start plus appended pieces of its text; a settled
-    one as a stub that the tab replaces with the bubble fetched over HTTP.
+    one as a stub that the tab replaces with the bubble fetched over HTTP. `roles`: as for
+    `render_bubbles`.
     """
     messages = list(messages)
-    roles = roles_by_handle({message.speaker for message in messages})
+    roles = _speaking_roles(messages, roles)
     live_texts = live_texts or {}
     prices = PriceTable() if any(message.finished_at for message in messages) else None
     fragments: list[str] = []
@@ -261,10 +266,12 @@ def session_controls_context(session, usage=None) -> dict:
         "session": session,
         "links": session_links(session=session),
         "usage": session_usage(session=session) if usage is None else usage,
-        "provider_label": (
-            session.credential.get_provider_display() if session.credential else "Demo"
-        ),
+        "provider_label": _provider_label(session),
     }
+
+
+def _provider_label(session) -> str:
+    return session.credential.get_provider_display() if session.credential else "Demo"
 
 
 def render_unread_badge(thread_id: int, item: Thread | None = None) -> SafeString:
@@ -321,6 +328,18 @@ def render_thread_usage(thread: Thread, usage: UsageSummary | None = None) -> Sa
     usage = thread_usage(thread=thread) if usage is None else usage
     context = {"thread_usage": usage, "oob": True}
     return mark_safe(render_to_string("chat/_thread_usage.html", context))  # noqa: S308
+
+
+def render_summary_strip(session, usage: UsageSummary) -> SafeString:
+    """Only the session's strip of figures, out of band: what settled replies change (the
+    role picker and the addressing line stay as they are)."""
+    context = {
+        "session": session,
+        "usage": usage,
+        "provider_label": _provider_label(session),
+        "oob": True,
+    }
+    return mark_safe(render_to_string("chat/_summary_strip.html", context))  # noqa: S308
 
 
 def render_session_controls(session, usage: UsageSummary | None = None) -> SafeString:

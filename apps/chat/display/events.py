@@ -23,6 +23,7 @@ from apps.chat.display.bubbles import (
     removed_fragment,
     render_session_controls,
     render_session_unread_badge,
+    render_summary_strip,
     render_thread_label,
     render_thread_status,
     render_thread_tree,
@@ -32,6 +33,7 @@ from apps.chat.display.bubbles import (
 )
 from apps.chat.models import Message, Session, Thread
 from apps.chat.selectors import session_and_threads_usage, threads_unread
+from apps.roles.models import Role
 
 # A settled bubble outranks every delta of its stream, whatever arrives late.
 SETTLED_SEQ = 2**31 - 1
@@ -128,15 +130,18 @@ def announcer() -> Announcer:
         return _announcer
 
 
-def publish_messages_added_on_commit(*, thread: Thread, messages: list[Message]) -> None:
-    """After commit, append new bubbles to every tab showing the thread."""
+def publish_messages_added_on_commit(
+    *, thread: Thread, messages: list[Message], roles: dict[str, Role] | None = None
+) -> None:
+    """After commit, append new bubbles to every tab showing the thread (`roles`: the
+    session's roles by handle, when the caller has read them)."""
     _send_on_commit(
         lambda: [
             (
                 thread_group(thread.public_id),
                 {
                     "type": "chat.append",
-                    "fragments": bubble_fragments(messages),
+                    "fragments": bubble_fragments(messages, roles=roles),
                     "messages": [str(message.public_id) for message in messages],
                     "seqs": [message.seq for message in messages],
                 },
@@ -235,7 +240,7 @@ def settled_counts_events(*, thread_ids: list[int]) -> list[tuple[str, dict]]:
         session = session_threads[0].session
         ids = [thread.pk for thread in session_threads]
         total, own = session_and_threads_usage(session=session, thread_ids=ids)
-        html = render_session_controls(session, total) + "".join(
+        html = render_summary_strip(session, total) + "".join(
             render_unread_badge(thread.pk, unread.get(thread.pk)) for thread in session_threads
         )
         pushes.append((session_group(session.public_id), html_event(html)))
@@ -281,14 +286,20 @@ def publish_session_controls_on_commit(*, session: Session) -> None:
     )
 
 
-def state_event(*, message: Message, seq: int, live_text: str | None = None) -> dict:
+def state_event(
+    *,
+    message: Message,
+    seq: int,
+    live_text: str | None = None,
+    roles: dict[str, Role] | None = None,
+) -> dict:
     live = {str(message.public_id): live_text} if live_text is not None else None
     return {
         "type": "chat.state",
         "message": str(message.public_id),
         "seq": seq,
         "reset": seq == 0,
-        "fragments": bubble_fragments([message], live_texts=live, oob=True),
+        "fragments": bubble_fragments([message], live_texts=live, oob=True, roles=roles),
     }
 
 

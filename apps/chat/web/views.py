@@ -396,7 +396,10 @@ def message_create(request, thread):
             links=posted.links,
         ),
         "form": MessageForm(),
-        "appended_html": render_bubbles(posted.messages),
+        "appended_html": render_bubbles(
+            posted.messages,
+            roles={link.role.handle: link.role for link in posted.links or ()},
+        ),
         "status_html": render_thread_status(thread) if posted.queued else "",
     }
     return render(request, "chat/_composer.html", context)
