@@ -16,6 +16,9 @@ once, and reads the frames until every reply has settled. It prints, per load:
   text; delivered tokens/s; CPU (every process of the server, from /proc) per reply;
 - each figure for Parley, for the floor, and their ratio.
 
+The single-stream loads (the one-token reply, the fixed cost; one 200-token stream) run
+`--repeat` times (10) and report the median over those replies, not one sample.
+
 Run: `make bench` (everything), or `python -m bench.streaming --streams 1 20 --intervals 25`.
 Nothing here is asserted: the numbers go in the README, side by side, from one run.
 """
@@ -127,6 +130,7 @@ class Result:
     exact: int = 0
     tokens_per_second: float = 0.0
     cpu_per_reply_ms: float = 0.0
+    replies: int = 0  # over repeated runs of the level (0: one run, `streams` replies)
 
     def p50(self, name: str) -> float:
         return percentile(getattr(self, name), 0.5)
@@ -401,6 +405,21 @@ async def run_level(server, emulator, threads, count: int, interval_ms: int, tok
     return result
 
 
+def merged(runs: list[Result]) -> Result:
+    """One result from repeated runs of a level: every sample kept, CPU and tokens averaged."""
+    first = runs[0]
+    result = Result(first.server, first.streams, first.interval_ms, first.tokens)
+    for run in runs:
+        for name in ("relay_ms", "overhead_ms", "post_ms", "tail_ms"):
+            getattr(result, name).extend(getattr(run, name))
+        result.finished += run.finished
+        result.exact += run.exact
+    result.replies = sum(run.streams for run in runs)
+    result.cpu_per_reply_ms = sum(run.cpu_per_reply_ms for run in runs) / len(runs)
+    result.tokens_per_second = sum(run.tokens_per_second for run in runs) / len(runs)
+    return result
+
+
 FIGURES = [
     ("relay p50", "relay_ms", 50), ("relay p95", "relay_ms", 95),
     ("TTFT overhead p50", "overhead_ms", 50), ("POST p50", "post_ms", 50),
@@ -432,8 +451,9 @@ def compare(parley: Result, floor: Result) -> list[str]:
                 f"| {floor.tokens_per_second:,.0f} "
                 f"| {ratio(floor.tokens_per_second, parley.tokens_per_second)} |")  # fmt: skip
     rows.append(
-        f"| {label} | finished / exact | {parley.finished} / {parley.exact} of {parley.streams} "
-        f"| {floor.finished} / {floor.exact} of {floor.streams} | |"
+        f"| {label} | finished / exact | {parley.finished} / {parley.exact} of "
+        f"{parley.replies or parley.streams} | {floor.finished} / {floor.exact} of "
+        f"{floor.replies or floor.streams} | |"
     )
     return rows
 
@@ -471,11 +491,17 @@ async def main_async(args) -> None:
             ]
             rows = []
             for count, interval, tokens in loads:
+                # One reply is one sample: the single-stream loads run `--repeat` times.
+                repeat = args.repeat if count == 1 else 1
                 pair = []
                 for server in (parley, floor):  # side by side, interleaved
-                    pair.append(await run_level(server, emulator, threads[server.name], count,
-                                                interval, tokens, args.ttft))  # fmt: skip
-                    await asyncio.sleep(1)
+                    runs = []
+                    for _ in range(repeat):
+                        runs.append(await run_level(server, emulator, threads[server.name],
+                                                    count, interval, tokens,
+                                                    args.ttft))  # fmt: skip
+                        await asyncio.sleep(1)
+                    pair.append(merged(runs))
                 rows += compare(*pair)
                 print("\n".join(compare(*pair)), flush=True)
             print()
@@ -500,6 +526,9 @@ def main() -> None:
     parser.add_argument("--intervals", type=int, nargs="+", default=[25])
     parser.add_argument("--tokens", type=int, default=200)
     parser.add_argument("--ttft", type=int, default=100, help="upstream time to first token, ms")
+    parser.add_argument(
+        "--repeat", type=int, default=10, help="runs of each single-stream load (p50 over them)"
+    )
     parser.add_argument(
         "--production", action="store_true", help="PostgreSQL and the machine's Redis"
     )

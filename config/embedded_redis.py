@@ -15,11 +15,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 
-def free_port() -> int:
-    """Return a TCP port on 127.0.0.1 that was free a moment ago."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
+def free_port(avoid: frozenset[int] = frozenset()) -> int:
+    """Return a TCP port on 127.0.0.1 that was free a moment ago and is not in `avoid` (a
+    port another part of the app is about to listen on: the kernel may offer it again)."""
+    while True:
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+            probe.bind(("127.0.0.1", 0))
+            port = probe.getsockname()[1]
+        if port not in avoid:
+            return port
 
 
 def redis_server_binary() -> str:
@@ -72,11 +76,13 @@ def die_with_parent() -> None:
         _PRCTL(_PR_SET_PDEATHSIG, signal.SIGTERM)
 
 
-def start_embedded_redis(timeout: float = 10.0, port: int | None = None) -> EmbeddedRedis:
-    """Start a private redis-server (on a free port unless given) and wait until it answers
-    PING."""
+def start_embedded_redis(
+    timeout: float = 10.0, port: int | None = None, avoid: frozenset[int] = frozenset()
+) -> EmbeddedRedis:
+    """Start a private redis-server (on a free port unless given, never one in `avoid`) and
+    wait until it answers PING."""
     workdir = tempfile.TemporaryDirectory(prefix="parley-redis-")
-    port = port or free_port()
+    port = port or free_port(avoid)
     log_path = Path(workdir.name) / "redis.log"
     process = subprocess.Popen(
         [

@@ -86,7 +86,11 @@ def main() -> int:
     port = env.get("PORT", "8000")
     redis = None
     if not env.get("REDIS_URL"):
-        redis = start_embedded_redis()
+        # Never the web's own port: when PORT is a free port someone picked a moment ago (as
+        # the tests and the bench do), the kernel may offer that same port to Redis.
+        redis = start_embedded_redis(
+            avoid=frozenset({int(port)}) if port.isdigit() else frozenset()
+        )
         env["REDIS_URL"] = redis.url
         print(f"Embedded Redis-compatible server on {redis.url}")
 
