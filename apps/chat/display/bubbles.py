@@ -29,7 +29,6 @@ from apps.chat.selectors import (
     thread_queue,
     thread_tree,
     thread_unread,
-    thread_usage,
     turn_outcome,
 )
 from apps.providers.pricing import PriceTable, format_money
@@ -262,16 +261,14 @@ def _fetched_bubble(message: Message, *, oob: bool) -> str:
 def session_controls_context(session, usage=None) -> dict:
     """What the summary strip, the role picker and the addressing line show (`usage`: the
     session's totals, when the caller has read them)."""
-    return {
-        "session": session,
-        "links": session_links(session=session),
-        "usage": session_usage(session=session) if usage is None else usage,
-        "provider_label": _provider_label(session),
-    }
+    usage = session_usage(session=session) if usage is None else usage
+    return {**_strip_context(session, usage), "links": session_links(session=session)}
 
 
-def _provider_label(session) -> str:
-    return session.credential.get_provider_display() if session.credential else "Demo"
+def _strip_context(session, usage: UsageSummary) -> dict:
+    """What the session's strip of figures shows."""
+    label = session.credential.get_provider_display() if session.credential else "Demo"
+    return {"session": session, "usage": usage, "provider_label": label}
 
 
 def render_unread_badge(thread_id: int, item: Thread | None = None) -> SafeString:
@@ -322,10 +319,8 @@ def render_session_unread_badge(session_id: int) -> SafeString:
     return mark_safe(render_to_string("chat/_owner_update.html", context))  # noqa: S308
 
 
-def render_thread_usage(thread: Thread, usage: UsageSummary | None = None) -> SafeString:
-    """The thread's own line of figures, as an out-of-band fragment for the tabs on it
-    (`usage`: its totals, when the caller has read them)."""
-    usage = thread_usage(thread=thread) if usage is None else usage
+def render_thread_usage(usage: UsageSummary) -> SafeString:
+    """A thread's own line of figures, as an out-of-band fragment for the tabs on it."""
     context = {"thread_usage": usage, "oob": True}
     return mark_safe(render_to_string("chat/_thread_usage.html", context))  # noqa: S308
 
@@ -333,18 +328,13 @@ def render_thread_usage(thread: Thread, usage: UsageSummary | None = None) -> Sa
 def render_summary_strip(session, usage: UsageSummary) -> SafeString:
     """Only the session's strip of figures, out of band: what settled replies change (the
     role picker and the addressing line stay as they are)."""
-    context = {
-        "session": session,
-        "usage": usage,
-        "provider_label": _provider_label(session),
-        "oob": True,
-    }
+    context = {**_strip_context(session, usage), "oob": True}
     return mark_safe(render_to_string("chat/_summary_strip.html", context))  # noqa: S308
 
 
-def render_session_controls(session, usage: UsageSummary | None = None) -> SafeString:
+def render_session_controls(session) -> SafeString:
     """The session's strip, role picker and addressing line as out-of-band fragments."""
-    context = {**session_controls_context(session, usage), "oob": True}
+    context = {**session_controls_context(session), "oob": True}
     return mark_safe(render_to_string("chat/_session_controls.html", context))  # noqa: S308
 
 

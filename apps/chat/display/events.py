@@ -247,7 +247,7 @@ def settled_counts_events(*, thread_ids: list[int]) -> list[tuple[str, dict]]:
         pushes += [
             (
                 thread_group(thread.public_id),
-                html_event(render_thread_usage(thread, own[thread.pk])),
+                html_event(render_thread_usage(own[thread.pk])),
             )
             for thread in session_threads
         ]
