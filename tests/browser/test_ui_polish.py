@@ -83,6 +83,12 @@ def test_the_thread_header_stays_in_view_with_a_one_line_summary(chat, fast_demo
     chat.set_viewport_size({"width": size[0], "height": size[1]})
     chat.reload()
     title, new_chat = chat.locator(".chat-title"), chat.get_by_role("button", name="New chat")
+    # Every action fits on the header's line: none hides past the edge (a phone once showed
+    # "Expo" of Export, the rest scrolled out of sight).
+    tools = chat.locator(".chat-tools")
+    assert tools.evaluate("el => el.scrollWidth - el.clientWidth") <= 0
+    expect(tools.get_by_text("Export", exact=True)).to_be_in_viewport(ratio=1)
+    expect(chat.get_by_role("button", name="Session settings")).to_be_visible()
     summary = chat.locator("#summary-strip")
     line = summary.locator("summary")
     assert line.bounding_box()["height"] <= ONE_LINE_PX
