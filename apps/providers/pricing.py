@@ -29,17 +29,16 @@ class Cost:
 class PriceTable:
     """Every price, read once; `price` finds a model's by exact name, else longest prefix."""
 
-    def __init__(self, rows: list[ModelPrice] | None = None):
-        rows = list(ModelPrice.objects.all()) if rows is None else rows
+    def __init__(self) -> None:
+        # Plain tuples: read on every settled reply and counts push, model instances cost more
+        # than the query.
+        rows = ModelPrice.objects.values_list(
+            "provider", "model", "input_per_mtok", "output_per_mtok", "cache_read_per_mtok",
+            "cache_write_per_mtok",
+        )  # fmt: skip
         self._prices: dict[str, list[tuple[str, Price]]] = {}
-        for row in rows:
-            price = Price(
-                row.input_per_mtok,
-                row.output_per_mtok,
-                row.cache_read_per_mtok,
-                row.cache_write_per_mtok,
-            )
-            self._prices.setdefault(row.provider, []).append((row.model, price))
+        for provider, model, *per_mtok in rows:
+            self._prices.setdefault(provider, []).append((model, Price(*per_mtok)))
         for entries in self._prices.values():
             entries.sort(key=lambda entry: -len(entry[0]))
 

@@ -233,3 +233,32 @@ async def test_the_openai_raw_event_path_matches_the_sdks_own_parse(script, emul
     stop = events[-1]
     assert isinstance(stop, Stop)
     assert stop.reason == {"stop": "end", "length": "max_tokens", "tool_calls": "tool_use"}[finish]
+
+
+async def test_the_openai_request_body_is_what_the_sdks_own_create_sends(emulator):
+    """The transcript and tools skip the SDK's per-message transform (`extra_body`): the body
+    on the wire must be exactly what the SDK's ordinary `create` sends."""
+    emulator.script(Script(text="ok"), Script(text="ok"))
+    history = (
+        ChatMessage("user", ({"type": "text", "text": "Weather in Oslo? <b>é</b> 🎬"},)),
+        ChatMessage("assistant", (
+            {"type": "text", "text": "Checking."},
+            {"type": "tool_call", "id": "call_1", "name": "get_weather",
+             "arguments": {"city": "Oslo"}},
+        )),
+        ChatMessage("user", (
+            {"type": "tool_result", "tool_call_id": "call_1", "name": "get_weather",
+             "content": "Rain, 4 °C"},
+        )),
+        ChatMessage("user", ({"type": "text", "text": "And tomorrow?"},)),
+    )  # fmt: skip
+    req = ChatRequest(
+        model="model-x", system=(SystemBlock("You are terse."),), messages=history,
+        max_tokens=256, tools=(WEATHER,),
+    )  # fmt: skip
+    await collect("openai", emulator, req)
+    await sdk_parse(emulator, req)
+    ours, reference = (record.body for record in emulator.requests[-2:])
+    assert ours == reference
+    assert [m["role"] for m in ours["messages"]] == ["system", "user", "assistant", "tool", "user"]
+    assert ours["tools"][0]["function"]["name"] == "get_weather"

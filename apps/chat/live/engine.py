@@ -151,6 +151,11 @@ async def _stream_claimed(hub: StreamHub, start: ReplyStart, lease: str) -> None
         hub.text_arrived(live, first=live.add(checked.text))
         return checked.ended
 
+    async def release_siblings() -> None:
+        # After the first text is out: starting the siblings holds the GIL for milliseconds.
+        await hub.flush(live)
+        await in_db_thread(orchestration.turn_release)(message_id=message.pk)
+
     async def consume() -> None:
         nonlocal first_token_at, usage, api_key, stop
         api_key, base_url = start.api_key, start.base_url
@@ -175,10 +180,7 @@ async def _stream_claimed(hub: StreamHub, start: ReplyStart, lease: str) -> None
             async for event in stream:
                 if not released:  # the response has begun: staggered siblings may start
                     released = True  # (beside the stream: its first text must not wait)
-                    hub.run_errand(
-                        in_db_thread(orchestration.turn_release)(message_id=message.pk),
-                        "start the rest of a staggered stage",
-                    )
+                    hub.run_errand(release_siblings(), "start the rest of a staggered stage")
                 if isinstance(event, TextDelta) and event.text:
                     if first_token_at is None:
                         first_token_at = time.monotonic()

@@ -108,6 +108,18 @@ async def _events(response) -> AsyncIterator[dict[str, Any]]:
         yield chunk
 
 
+def _untransformed(payload: dict[str, Any]) -> dict[str, Any]:
+    """The request's arguments with its transcript and tools sent as they are.
+
+    The SDK walks every parameter against its type hints before sending (a recursive copy of
+    each message: the largest cost of starting a reply on a long thread). Parley's payload is
+    already the wire format, so the bulky parts go in `extra_body`, which the SDK merges into
+    the JSON body untouched; the required `messages` argument is an empty stand-in it replaces.
+    """
+    bulky = {key: payload.pop(key) for key in ("messages", "tools") if key in payload}
+    return {**payload, "messages": [], "extra_body": bulky}
+
+
 class OpenAIAdapter:
     kind = "openai"
     label = "OpenAI"
@@ -136,7 +148,7 @@ class OpenAIAdapter:
                     lambda client: client.close(),
                 ) as client,
                 client.chat.completions.with_streaming_response.create(
-                    **to_openai(request),
+                    **_untransformed(to_openai(request)),
                     max_tokens=request.max_tokens,
                     stream=True,
                     stream_options={"include_usage": True},
