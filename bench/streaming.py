@@ -481,8 +481,9 @@ async def main_async(args) -> None:
             pids = [*parley.pids(), parley.process.pid]
             print(f"Idle RSS, all processes: {rss_mb(pids):.0f} MB "
                   f"(web + worker + redis: {rss_mb(pids[:-1]):.0f} MB)", flush=True)  # fmt: skip
-            for server in (parley, floor):  # unmeasured: imports, caches, connections
-                await run_level(server, emulator, threads[server.name], 1, 0, 20, 0)
+            for server in (parley, floor):  # unmeasured: imports, caches, connections of
+                for _ in range(3):  # every process (several streams reach each of them)
+                    await run_level(server, emulator, threads[server.name], 8, 0, 20, 0)
             # The fixed cost of a reply first (one token), then the loads.
             loads = [(1, args.intervals[0], 1)] + [
                 (count, interval, args.tokens)

@@ -8,12 +8,16 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
 from pathlib import Path
 
+from django.core.exceptions import ImproperlyConfigured
+
 from config.embedded_redis import die_with_parent, start_embedded_redis
+from config.env import env_int
 
 ROOT = Path(__file__).resolve().parent.parent
 PYTHON = sys.executable
@@ -30,8 +34,10 @@ class Supervisor:
 
     FIRST_PAUSE, LONGEST_PAUSE, STABLE_SECONDS = 1.0, 30.0, 60.0
 
-    def __init__(self, programs: dict[str, list[str]], *, env: dict[str, str]) -> None:
-        self.programs, self.env = programs, env
+    def __init__(
+        self, programs: dict[str, list[str]], *, env: dict[str, str], pass_fds: tuple[int, ...] = ()
+    ) -> None:
+        self.programs, self.env, self.pass_fds = programs, env, pass_fds
         self.running: dict[str, subprocess.Popen] = {}
         self.started: dict[str, float] = {}
         self.pause = dict.fromkeys(programs, self.FIRST_PAUSE)
@@ -39,8 +45,9 @@ class Supervisor:
 
     def _spawn(self, name: str) -> None:
         self.running[name] = subprocess.Popen(
-            self.programs[name], cwd=ROOT, env=self.env, preexec_fn=die_with_parent
-        )
+            self.programs[name], cwd=ROOT, env=self.env, preexec_fn=die_with_parent,
+            pass_fds=self.pass_fds,
+        )  # fmt: skip
         self.started[name] = time.monotonic()
 
     def start(self) -> list[subprocess.Popen]:
@@ -71,6 +78,36 @@ class Supervisor:
             self.restart_at[name] = now + pause
             self.pause[name] = min(self.LONGEST_PAUSE, pause * 2)
         return list(self.running.values())
+
+
+def listening_sockets(host: str, port: int, count: int) -> list[socket.socket]:
+    """The web's port, opened here once per web process (SO_REUSEPORT: the kernel spreads new
+    connections evenly over them, where one shared socket goes to whichever process wakes
+    first). A port in use is a clear error before anything starts; a web process that is
+    restarted takes its socket back, so connections made meanwhile wait instead of failing."""
+    sockets = []
+    for _ in range(count):
+        listener = socket.create_server((host, port), backlog=1024, reuse_port=count > 1)
+        listener.set_inheritable(True)
+        sockets.append(listener)
+    return sockets
+
+
+def programs(env: dict[str, str], web_fds: list[int]) -> dict[str, list[str]]:
+    """The worker and web processes: a web process per socket of `web_fds`."""
+    workers = env_int("WORKER_PROCESSES", os.cpu_count() or 1, minimum=1)
+    concurrency = env.get("WORKER_CONCURRENCY", "256")
+    queue = env.get("PARLEY_TASK_QUEUE", "parley")
+    found: dict[str, list[str]] = {}
+    for n in range(1, workers + 1):
+        name = "worker" if workers == 1 else f"worker {n}"
+        found[name] = [str(BIN / "celery"), "-A", "config", "worker", "--pool", "threads",
+                       "--concurrency", concurrency, "--loglevel", "INFO", "-Q", queue,
+                       "-n", f"worker{n}@%h"]  # fmt: skip
+    for n, fd in enumerate(web_fds, start=1):
+        name = "web" if len(web_fds) == 1 else f"web {n}"
+        found[name] = [str(BIN / "daphne"), "--fd", str(fd), "config.asgi:application"]
+    return found
 
 
 def main() -> int:
@@ -113,16 +150,19 @@ def main() -> int:
             redis.stop()
 
     try:
+        # One web and one worker process per core by default: a process runs Python on one
+        # core at a time (the GIL), so one of each would leave a core idle while a burst of
+        # messages waits on the other.
+        webs = env_int("WEB_PROCESSES", os.cpu_count() or 1, minimum=1)
+        try:
+            listeners = listening_sockets(host, int(port), webs)
+        except OSError as exc:  # the port is taken, or not this machine's address
+            print(f"Could not listen on {host}:{port}: {exc.strerror or exc}")
+            return 1
+        fds = [listener.fileno() for listener in listeners]
         _manage("migrate", "--noinput", env=env)
         _manage("ensure_local_user", env=env)
-        concurrency = env.get("WORKER_CONCURRENCY", "256")
-        programs = {
-            "worker": [str(BIN / "celery"), "-A", "config", "worker", "--pool", "threads",
-                       "--concurrency", concurrency, "--loglevel", "INFO",
-                       "-Q", env.get("PARLEY_TASK_QUEUE", "parley")],
-            "web": [str(BIN / "daphne"), "-b", host, "-p", port, "config.asgi:application"],
-        }  # fmt: skip
-        supervisor = Supervisor(programs, env=env)
+        supervisor = Supervisor(programs(env, fds), env=env, pass_fds=tuple(fds))
         children[:] = supervisor.start()
         print(f"\nParley is running at http://{host}:{port}/  (Ctrl-C stops everything)\n")
         while True:
@@ -140,6 +180,9 @@ def main() -> int:
     except subprocess.CalledProcessError as exc:
         print(f"Set-up failed: {exc}")
         return exc.returncode or 1
+    except ImproperlyConfigured as exc:
+        print(f"Set-up failed: {exc}")
+        return 1
     finally:
         stop_all()
 

@@ -1,6 +1,7 @@
 """`make run`'s launcher: a fresh var dir, no REDIS_URL, no DATABASE_URL → a working app."""
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -137,16 +138,26 @@ def test_the_launcher_restarts_a_child_that_dies_and_says_so(tmp_path):
         except OSError:
             return False
 
+    def children(name: str) -> list[int]:
+        return [pid for pid in children_of(launcher.pid) if name in cmdline(pid)]
+
     def child(name: str) -> int | None:
-        return next((pid for pid in children_of(launcher.pid) if name in cmdline(pid)), None)
+        return next(iter(children(name)), None)
 
     try:
         wait_for(serving, "Parley did not start")
-        worker = child("celery")
-        assert worker is not None
+        workers = set(children("celery"))
+        assert len(workers) == (os.cpu_count() or 1)  # one per core by default
+        worker = min(workers)
         os.kill(worker, signal.SIGKILL)
-        wait_for(lambda: "The worker stopped unexpectedly" in log_path.read_text(), "no notice")
-        wait_for(lambda: child("celery") not in (None, worker), "the worker was not restarted")
+        wait_for(
+            lambda: re.search(r"The worker( \d+)? stopped unexpectedly", log_path.read_text()),
+            "no notice",
+        )
+        wait_for(
+            lambda: len(set(children("celery")) - {worker}) == len(workers),
+            "the worker was not restarted",
+        )
         redis = child("redis-server")
         assert redis is not None
         os.kill(redis, signal.SIGKILL)
@@ -156,3 +167,59 @@ def test_the_launcher_restarts_a_child_that_dies_and_says_so(tmp_path):
     finally:
         launcher.send_signal(signal.SIGINT)
         launcher.wait(timeout=60)
+
+
+def test_a_port_in_use_is_a_clear_error_before_anything_starts(tmp_path):
+    import socket
+
+    with socket.create_server(("127.0.0.1", 0)) as taken:
+        port = taken.getsockname()[1]
+        done = subprocess.run(
+            [sys.executable, "-m", "config.launcher"], cwd=ROOT,
+            env=launcher_env(tmp_path, port), capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+    assert done.returncode == 1
+    assert f"Could not listen on 127.0.0.1:{port}: Address already in use" in done.stdout
+    assert not (tmp_path / "parley.sqlite3").exists()  # nothing was set up
+
+
+def cpu_ms(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) * 1000 / os.sysconf("SC_CLK_TCK")
+
+
+def test_every_web_process_serves_the_port(tmp_path):
+    """WEB_PROCESSES web servers share the port: the kernel spreads new connections over
+    them, so each one serves a share of a burst of page loads."""
+    port = free_port()
+    env = {**launcher_env(tmp_path, port), "WEB_PROCESSES": "3", "WORKER_PROCESSES": "1"}
+    launcher = subprocess.Popen(
+        [sys.executable, "-m", "config.launcher"], cwd=ROOT, env=env,
+        stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT,
+    )  # fmt: skip
+
+    def load_pages(count: int) -> None:
+        for _ in range(count):  # a new connection each: hashed over the processes' sockets
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/login/", timeout=10) as page:
+                assert page.status == 200
+
+    try:
+        deadline = time.monotonic() + 90
+        while True:
+            try:
+                load_pages(1)
+                break
+            except OSError:
+                assert time.monotonic() < deadline, "Parley did not start"
+                time.sleep(0.3)
+        webs = [pid for pid in children_of(launcher.pid) if "daphne" in cmdline(pid)]
+        workers = [pid for pid in children_of(launcher.pid) if "celery" in cmdline(pid)]
+        assert (len(webs), len(workers)) == (3, 1)
+        before = {pid: cpu_ms(pid) for pid in webs}
+        load_pages(90)
+        busy = {pid: cpu_ms(pid) - before[pid] for pid in webs}
+        # ~30 page loads each; an idle daphne spends ~1 ms a second.
+        assert all(spent >= 30 for spent in busy.values()), busy
+    finally:
+        launcher.send_signal(signal.SIGINT)
+        launcher.wait(60)
