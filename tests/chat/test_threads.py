@@ -59,15 +59,23 @@ def test_thread_names(text, name):
     assert len(thread_name(text)) <= 60
 
 
-def test_names_are_automatic_and_unique_within_the_session(alice_thread, alice_session):
-    say(alice_thread, "hi")
+def test_names_are_automatic_and_unique_within_the_session(
+    alice_thread, alice_session, django_capture_on_commit_callbacks
+):
+    with django_capture_on_commit_callbacks(execute=True):  # named once the post is committed
+        say(alice_thread, "hi")
     alice_thread.refresh_from_db()
     assert alice_thread.label == ""  # nothing substantive yet
-    say(alice_thread, "How should the harbour scene open?")
+    with django_capture_on_commit_callbacks(execute=True) as named:
+        say(alice_thread, "How should the harbour scene open?")
+        alice_thread.refresh_from_db()
+        assert alice_thread.label == ""  # not inside the post's transaction
+    assert named
     alice_thread.refresh_from_db()
     assert alice_thread.label == "Harbour Scene Open"
     other = thread_create(session=alice_session)
-    say(other, "How should the harbour scene open?")
+    with django_capture_on_commit_callbacks(execute=True):
+        say(other, "How should the harbour scene open?")
     other.refresh_from_db()
     assert other.label == "Harbour Scene Open 2"
     assert unique_name("x" * 60, {"x" * 60}).endswith(" 2")

@@ -182,14 +182,19 @@ def turn_start(
         Thread.objects.filter(pk=thread.pk).update(sticky_handle=route.sticky)
         thread.sticky_handle = route.sticky
         status_changed = True
-    Session.objects.filter(pk=session.pk).update(updated_at=timezone.now())
+    # After the commit, each in a moment of its own: both lock the session's row, which every
+    # thread of the session shares (PostgreSQL would queue the session's posts behind it).
+    transaction.on_commit(
+        lambda: Session.objects.filter(pk=session.pk).update(updated_at=timezone.now()),
+        robust=True,
+    )
     events.publish_messages_added_on_commit(
         thread=thread, messages=[user_message, *notice_messages, *replies], roles=roles
     )
     if status_changed:
         events.publish_thread_status_on_commit(thread=thread)
     if not thread.label:
-        thread_autoname(thread=thread, text=text)
+        transaction.on_commit(lambda: thread_autoname(thread=thread, text=text), robust=True)
     stagger = settings.PARLEY_STAGGER_FANOUT and all(
         reply.provider == "anthropic" for reply in replies
     )
