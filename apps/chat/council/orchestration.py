@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import uuid
+from datetime import timedelta
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
@@ -43,6 +44,7 @@ from apps.roles.routing import ALL_HANDLE, RosterRole, Route, mentions, route_me
 from apps.roles.selectors import group_members
 
 logger = logging.getLogger(__name__)
+SESSION_TOUCH_EVERY = timedelta(minutes=1)
 
 
 def route_for(*, thread: Thread, session: Session, links: list[SessionRole], text: str) -> Route:
@@ -182,18 +184,18 @@ def turn_start(
         Thread.objects.filter(pk=thread.pk).update(sticky_handle=route.sticky)
         thread.sticky_handle = route.sticky
         status_changed = True
-    # After the commit, each in a moment of its own: both lock the session's row, which every
-    # thread of the session shares (PostgreSQL would queue the session's posts behind it).
-    transaction.on_commit(
-        lambda: Session.objects.filter(pk=session.pk).update(updated_at=timezone.now()),
-        robust=True,
+    # The sessions list orders by it, to the minute: a row every thread of the session shares,
+    # so a burst of posts does not queue on its lock (PostgreSQL) nor write it once each.
+    now = timezone.now()
+    Session.objects.filter(pk=session.pk, updated_at__lt=now - SESSION_TOUCH_EVERY).update(
+        updated_at=now
     )
     events.publish_messages_added_on_commit(
         thread=thread, messages=[user_message, *notice_messages, *replies], roles=roles
     )
     if status_changed:
         events.publish_thread_status_on_commit(thread=thread)
-    if not thread.label:
+    if not thread.label:  # after the commit: it locks the session's row to pick a free name
         transaction.on_commit(lambda: thread_autoname(thread=thread, text=text), robust=True)
     stagger = settings.PARLEY_STAGGER_FANOUT and all(
         reply.provider == "anthropic" for reply in replies

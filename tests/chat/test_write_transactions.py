@@ -1,0 +1,79 @@
+"""How often one message writes to the database, counted in every thread of the process (the
+post's and the real worker's): each write transaction is a turn of SQLite's single writer and
+a commit PostgreSQL has to flush, so the hot path keeps them few."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+from django.db.backends.base.base import BaseDatabaseWrapper
+from django.db.backends.utils import CursorWrapper
+
+from apps.chat.council.posting import message_post
+from apps.chat.models import Message, MessageStatus
+
+WRITES = ("INSERT", "UPDATE", "DELETE")
+
+
+class WriteTransactions:
+    """Counts committed transactions that wrote or locked rows, on every connection."""
+
+    def __init__(self, monkeypatch) -> None:
+        self.count = 0
+        self.lock = threading.Lock()
+        self.pending: dict[int, str] = {}  # connection -> the first write of its transaction
+        self.seen: list[str] = []
+        counter = self
+        execute, commit = CursorWrapper._execute, BaseDatabaseWrapper._commit
+
+        def counting_execute(cursor, sql, params, *args):
+            head = sql.lstrip()[:6].upper()
+            if head in WRITES or " FOR UPDATE" in sql:
+                if cursor.db.in_atomic_block:
+                    counter.pending.setdefault(id(cursor.db), sql[:60])
+                elif head in WRITES:  # autocommit: a transaction of its own
+                    counter.add(sql[:60])
+            return execute(cursor, sql, params, *args)
+
+        def counting_commit(db):
+            if id(db) in counter.pending:
+                counter.add(counter.pending.pop(id(db)))
+            return commit(db)
+
+        monkeypatch.setattr(CursorWrapper, "_execute", counting_execute)
+        monkeypatch.setattr(BaseDatabaseWrapper, "_commit", counting_commit)
+
+    def add(self, sql: str) -> None:
+        with self.lock:
+            self.count += 1
+            self.seen.append(sql)
+
+
+def settle(message_id: int) -> None:
+    deadline = time.monotonic() + 20
+    while Message.objects.get(pk=message_id).status != MessageStatus.DONE:
+        assert time.monotonic() < deadline, "the reply did not settle"
+        time.sleep(0.05)
+    time.sleep(0.5)  # what runs after the settle's commit
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_message_with_one_reply_commits_three_write_transactions(
+    alice_thread, celery_worker, fast_demo, monkeypatch
+):
+    """The post (message, turn, reply placeholder), the worker's claim, and the settle (final
+    text, the turn's end, the queue's next) — not one more per step. (A long reply adds a
+    checkpoint of its text every few seconds: none within this one.)"""
+    fast_demo.PARLEY_CHECKPOINT_INTERVAL_MS = 60_000
+    first = message_post(thread=alice_thread, author=alice_thread.session.owner,
+                         text="@assistant How should the harbour scene open?")  # fmt: skip
+    settle(first.replies[0].pk)  # the thread's first message also names it: not counted
+    writes = WriteTransactions(monkeypatch)
+    posted = message_post(thread=alice_thread, author=alice_thread.session.owner,
+                          text="And the closing shot?")  # fmt: skip
+    assert len(posted.replies) == 1
+    settle(posted.replies[0].pk)
+    assert Message.objects.get(pk=posted.replies[0].pk).text
+    assert writes.count == 3, writes.seen
