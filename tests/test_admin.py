@@ -84,3 +84,22 @@ def test_role_packs_import_from_the_admin(admin_client):
     assert response.status_code == 200 and "not valid YAML" in response.content.decode()
     response = admin_client.post("/admin/roles/role/import-pack/", {})
     assert "Choose a shipped pack or upload a file" in response.content.decode()
+
+
+def test_memberships_and_invites_show_in_the_admin_without_tokens(admin_client, alice_thread, bob):
+    from apps.chat.records.rooms import invite_create, member_add
+
+    session, alice = alice_thread.session, alice_thread.session.owner
+    membership = member_add(session=session, by=alice, username="bob", role="viewer")
+    invite, token = invite_create(session=session, by=alice)
+    pages = {
+        "/admin/chat/membership/": "bob",
+        f"/admin/chat/membership/{membership.pk}/change/": "bob",
+        "/admin/chat/roominvite/": "Invite to Alice",
+        f"/admin/chat/roominvite/{invite.pk}/change/": "Invite to Alice",
+        f"/admin/chat/session/{session.pk}/change/": "bob",  # the members, inline
+    }
+    for url, shown in pages.items():
+        body = admin_client.get(url).content.decode()
+        assert shown in body, url
+        assert token not in body and invite.token_hash not in body, url

@@ -2,9 +2,11 @@ from django.contrib import admin
 from django.template.response import TemplateResponse
 
 from apps.chat.models import (
+    Membership,
     Message,
     MessageUsage,
     QueuedMessage,
+    RoomInvite,
     Session,
     SessionRole,
     Thread,
@@ -20,6 +22,13 @@ class SessionRoleInline(admin.TabularInline):
     raw_id_fields = ["credential"]
 
 
+class MembershipInline(admin.TabularInline):
+    model = Membership
+    fk_name = "session"
+    extra = 0
+    raw_id_fields = ["user", "added_by"]
+
+
 @admin.register(Session)
 class SessionAdmin(admin.ModelAdmin):
     list_display = ["name", "owner", "credential", "model", "addressing_mode", "auto_rounds",
@@ -27,7 +36,27 @@ class SessionAdmin(admin.ModelAdmin):
     list_filter = ["addressing_mode"]
     search_fields = ["name", "owner__username"]
     raw_id_fields = ["owner", "active_thread", "credential"]
-    inlines = [SessionRoleInline]
+    inlines = [SessionRoleInline, MembershipInline]
+
+
+@admin.register(Membership)
+class MembershipAdmin(admin.ModelAdmin):
+    list_display = ["user", "session", "role", "daily_token_budget", "added_by", "created_at"]
+    list_filter = ["role"]
+    search_fields = ["user__username", "session__name", "session__owner__username"]
+    raw_id_fields = ["session", "user", "added_by"]
+
+
+@admin.register(RoomInvite)
+class RoomInviteAdmin(admin.ModelAdmin):
+    """Invites without their token (only its hash is kept): revoke one by setting its time."""
+
+    list_display = ["session", "role", "created_by", "created_at", "expires_at", "used_by",
+                    "revoked_at"]  # fmt: skip
+    list_filter = ["role"]
+    search_fields = ["session__name", "created_by__username"]
+    exclude = ["token_hash"]
+    readonly_fields = ["session", "role", "created_by", "used_by", "used_at"]
 
 
 class MessageInline(admin.TabularInline):

@@ -386,3 +386,60 @@ def speaker_name(message: "Message", role: "Role | None") -> str:
     if message.speaker == NOTICE_SPEAKER:
         return "Parley"
     return role.display_name if role else message.speaker
+
+
+class RoomRole(models.TextChoices):
+    MEMBER = "member", "Member — talks to the council and sees everything the room shares"
+    VIEWER = "viewer", "Viewer — reads live, cannot post"
+
+
+class Membership(models.Model):
+    """A person other than the owner in a session's room. The owner keeps the credentials,
+    models, MCP servers, workspace quota and roles; a member talks, a viewer reads."""
+
+    session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="memberships")
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="room_memberships"
+    )
+    role = models.CharField(max_length=8, choices=RoomRole.choices, default=RoomRole.MEMBER)
+    daily_token_budget = models.PositiveIntegerField(
+        null=True,
+        blank=True,
+        help_text="Tokens this person's messages may use a day; empty: no limit.",
+    )
+    added_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
+        related_name="+",
+    )  # fmt: skip
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["session", "user"], name="one_membership_per_person")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.user} in {self.session} ({self.role})"
+
+
+class RoomInvite(models.Model):
+    """A link that lets one person with an account join a room: it works once, expires and can
+    be revoked. Only a hash of its token is kept (the link is shown once, when made)."""
+
+    session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="invites")
+    role = models.CharField(max_length=8, choices=RoomRole.choices, default=RoomRole.MEMBER)
+    token_hash = models.CharField(max_length=64, unique=True, editable=False)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    expires_at = models.DateTimeField()
+    used_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
+        related_name="+",
+    )  # fmt: skip
+    used_at = models.DateTimeField(null=True, blank=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+
+    def __str__(self) -> str:
+        return f"Invite to {self.session} as {self.role}"

@@ -7,12 +7,13 @@ from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
-from django.db.models import Count, F, IntegerField, Q, QuerySet, Sum
+from django.db.models import Count, F, IntegerField, OuterRef, Q, QuerySet, Subquery, Sum, Value
 from django.db.models.fields.json import KT
 from django.db.models.functions import Cast, Coalesce
 
 from apps.chat.models import (
     IN_FLIGHT,
+    Membership,
     Message,
     MessageKind,
     QueuedMessage,
@@ -47,6 +48,36 @@ def sessions_for_user(*, user) -> QuerySet[Session]:
     if not user.is_authenticated:
         return Session.objects.none()
     return Session.objects.filter(owner=user)
+
+
+def room_access(*, user, session: Session) -> str | None:
+    """What `user` is in `session`'s room: "owner", "member", "viewer", or None (no access)."""
+    if not user.is_authenticated:
+        return None
+    if session.owner_id == user.pk:
+        return "owner"
+    return (
+        Membership.objects.filter(session=session, user=user).values_list("role", flat=True).first()
+    )
+
+
+def rooms_for_user(*, user) -> QuerySet[Session]:
+    """Sessions `user` owns or is in, each with `access` ("owner" or the membership's role)."""
+    if not user.is_authenticated:
+        return Session.objects.none()
+    joined = Membership.objects.filter(user=user).values("session")
+    return (
+        Session.objects.filter(Q(owner=user) | Q(pk__in=joined))
+        .annotate(
+            access=Coalesce(
+                Subquery(
+                    Membership.objects.filter(session=OuterRef("pk"), user=user).values("role")[:1]
+                ),
+                Value("owner"),
+            )
+        )
+        .select_related("owner")
+    )
 
 
 def threads_for_user(*, user) -> QuerySet[Thread]:
