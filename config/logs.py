@@ -12,3 +12,15 @@ class ScrubbingFormatter(logging.Formatter):
 
     def format(self, record: logging.LogRecord) -> str:
         return scrub(super().format(record))
+
+
+class ClientGoneFilter(logging.Filter):
+    """Drops asyncio's "exception was never retrieved" for a request whose client left before
+    its answer (Django raises RequestAborted in a task no one awaits once daphne has dropped
+    the request): a closed tab is not an error, and the traceback alarms whoever reads logs."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        from django.core.exceptions import RequestAborted
+
+        error = record.exc_info[1] if record.exc_info else None
+        return not isinstance(error, RequestAborted)

@@ -95,3 +95,30 @@ def test_a_request_that_meets_redis_away_gets_a_503_try_again(rf):
         assert "try again" in response.content.decode()
         assert response["Retry-After"]
     assert middleware.process_exception(request, ValueError("a bug")) is None  # stays a 500
+
+
+def test_a_client_that_left_is_not_logged_as_an_error_but_real_errors_are(caplog):
+    """A request whose client went away leaves an unretrieved RequestAborted in a task (seen
+    when a page is asked for while the web process starts): not worth a traceback."""
+    import asyncio
+    import gc
+
+    from django.core.exceptions import RequestAborted
+
+    async def client_gone():
+        raise RequestAborted()
+
+    async def broken():
+        raise ValueError("a real failure")
+
+    async def main():
+        tasks = [asyncio.ensure_future(client_gone()), asyncio.ensure_future(broken())]
+        await asyncio.sleep(0.01)
+        del tasks
+
+    with caplog.at_level("ERROR", logger="asyncio"):
+        asyncio.run(main())
+        gc.collect()
+    logged = caplog.text
+    assert "a real failure" in logged
+    assert "RequestAborted" not in logged
