@@ -93,9 +93,16 @@ def listening_sockets(host: str, port: int, count: int) -> list[socket.socket]:
     return sockets
 
 
+def default_processes() -> int:
+    """One per core, up to two: every process keeps its own database connections (up to
+    PARLEY_DB_POOL_SIZE on PostgreSQL), so a many-core host would otherwise exhaust the
+    server's connections. Set WEB_PROCESSES and WORKER_PROCESSES to go further."""
+    return max(1, min(os.cpu_count() or 1, 2))
+
+
 def programs(env: dict[str, str], web_fds: list[int]) -> dict[str, list[str]]:
     """The worker and web processes: a web process per socket of `web_fds`."""
-    workers = env_int("WORKER_PROCESSES", os.cpu_count() or 1, minimum=1)
+    workers = env_int("WORKER_PROCESSES", default_processes(), minimum=1)
     concurrency = env.get("WORKER_CONCURRENCY", "256")
     queue = env.get("PARLEY_TASK_QUEUE", "parley")
     found: dict[str, list[str]] = {}
@@ -150,10 +157,10 @@ def main() -> int:
             redis.stop()
 
     try:
-        # One web and one worker process per core by default: a process runs Python on one
-        # core at a time (the GIL), so one of each would leave a core idle while a burst of
+        # A web and a worker process per core by default: a process runs Python on one core
+        # at a time (the GIL), so one of each would leave a core idle while a burst of
         # messages waits on the other.
-        webs = env_int("WEB_PROCESSES", os.cpu_count() or 1, minimum=1)
+        webs = env_int("WEB_PROCESSES", default_processes(), minimum=1)
         try:
             listeners = listening_sockets(host, int(port), webs)
         except OSError as exc:  # the port is taken, or not this machine's address
