@@ -161,15 +161,21 @@ def main() -> int:
         # at a time (the GIL), so one of each would leave a core idle while a burst of
         # messages waits on the other.
         webs = env_int("WEB_PROCESSES", default_processes(), minimum=1)
-        try:
-            listeners = listening_sockets(host, int(port), webs)
-        except OSError as exc:  # the port is taken, or not this machine's address
-            print(f"Could not listen on {host}:{port}: {exc.strerror or exc}")
-            return 1
-        fds = [listener.fileno() for listener in listeners]
+        if ":" in host:  # daphne adopts IPv4 sockets only: one web process binds it itself
+            fds, web = [], [str(BIN / "daphne"), "-b", host, "-p", port, "config.asgi:application"]
+        else:
+            try:
+                listeners = listening_sockets(host, int(port), webs)
+            except OSError as exc:  # the port is taken, or not this machine's address
+                print(f"Could not listen on {host}:{port}: {exc.strerror or exc}")
+                return 1
+            fds, web = [listener.fileno() for listener in listeners], []
         _manage("migrate", "--noinput", env=env)
         _manage("ensure_local_user", env=env)
-        supervisor = Supervisor(programs(env, fds), env=env, pass_fds=tuple(fds))
+        found = programs(env, fds)
+        if web:
+            found["web"] = web
+        supervisor = Supervisor(found, env=env, pass_fds=tuple(fds))
         children[:] = supervisor.start()
         print(f"\nParley is running at http://{host}:{port}/  (Ctrl-C stops everything)\n")
         while True:
