@@ -302,7 +302,8 @@ def test_apply_now_restarts_a_streaming_reply_with_the_new_settings(
         "done", "Restarted with the new model.", "claude-haiku-4-5",
     )  # fmt: skip
     assert reply.alternatives[0]["content"][0]["text"].startswith("old old")
-    assert emulator.requests[0].closed_early
+    # The emulator sees the first stream closed when its next write fails (a token later).
+    wait_until(lambda: emulator.requests[0].closed_early, timeout=3)
     assert emulator.requests[1].body["model"] == "claude-haiku-4-5"
 
 
