@@ -106,6 +106,10 @@ def test_an_invite_link_works_once_for_one_person(alice_session, alice, bob, cha
     with pytest.raises(ValidationError, match="does not work"):
         invite_accept(token=token, user=charlie)
     assert room_access(user=charlie, session=alice_session) is None
+    member_remove(membership=membership, by=alice)
+    with pytest.raises(ValidationError, match="does not work"):  # removed: not back by it
+        invite_accept(token=token, user=bob)
+    assert room_access(user=bob, session=alice_session) is None
 
 
 def test_an_expired_revoked_or_made_up_link_lets_nobody_in(alice_session, alice, bob):

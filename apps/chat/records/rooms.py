@@ -110,9 +110,10 @@ def invite_accept(*, token: str, user) -> Membership:
         if invite is None or invite.revoked_at is not None or invite.expires_at <= timezone.now():
             raise unusable
         if invite.used_at is not None:
-            if invite.used_by_id == user.pk:
-                return Membership.objects.get(session=invite.session, user=user)
-            raise unusable
+            kept = Membership.objects.filter(session=invite.session, user=user).first()
+            if invite.used_by_id == user.pk and kept is not None:
+                return kept  # the same person following their link again
+            raise unusable  # someone else's, or its user has left or been removed since
         if invite.session.owner_id == user.pk:
             raise ValidationError("You own this session: you are already in the room.")
         membership, _ = Membership.objects.get_or_create(
