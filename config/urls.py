@@ -8,3 +8,5 @@ urlpatterns = [
     path("", include("apps.connectors.urls")),
     path("", include("apps.chat.web.urls")),
 ]
+
+handler403 = "config.errors.permission_denied"

@@ -151,9 +151,6 @@ class Thread(models.Model):
         max_length=40, blank=True, help_text="Where messages without a mention go (sticky mode)."
     )
     next_seq = models.PositiveIntegerField(default=1)
-    # The last message its owner has seen (threads have one owner): replies settled after it
-    # are unread, and the page marks where they start.
-    seen_seq = models.PositiveIntegerField(default=0)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -298,6 +295,11 @@ class Message(models.Model):
         null=True, blank=True, editable=False,
         help_text="The composer's token: a form sent twice posts one message.",
     )  # fmt: skip
+    # A whisper: only `audience` (people) and `audience_roles` (role handles) see it, and the
+    # replies to it are whispers to the same audience.
+    private = models.BooleanField(default=False)
+    audience = models.ManyToManyField(settings.AUTH_USER_MODEL, blank=True, related_name="+")
+    audience_roles = models.JSONField(default=list, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
     started_at = models.DateTimeField(null=True, blank=True)
@@ -349,6 +351,23 @@ class Message(models.Model):
         return self.status == MessageStatus.DONE and self.stop_reason == "max_tokens"
 
 
+class ReadMark(models.Model):
+    """How far one person has read a thread: settled replies and other people's messages
+    after `seen_seq` are unread for them, and their page marks where those start."""
+
+    thread = models.ForeignKey(Thread, on_delete=models.CASCADE, related_name="read_marks")
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    seen_seq = models.PositiveIntegerField(default=0)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["thread", "user"], name="one_read_mark_per_person")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.user} read {self.thread} up to {self.seen_seq}"
+
+
 class QueuedMessage(models.Model):
     """A message sent while the thread's turn runs: posted when the turn has settled."""
 
@@ -361,13 +380,26 @@ class QueuedMessage(models.Model):
     reply_length = models.CharField(max_length=16, blank=True)
     client_token = models.UUIDField(null=True, blank=True, editable=False)
     send_now = models.BooleanField(default=False, help_text="Jumps the queue.")
+    private = models.BooleanField(default=False, help_text="A whisper: its text is not shown.")
+    held_because = models.CharField(
+        max_length=120, blank=True, help_text="Why it waits for someone to send or drop it."
+    )
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
         ordering = ["thread", "-send_now", "created_at", "pk"]
 
     def __str__(self) -> str:
-        return f"Queued in {self.thread}: {self.text[:40]}"
+        return f"Queued in {self.thread}: {self.label[:40]}"
+
+    @property
+    def author_name(self) -> str:
+        return person_name(self.author)
+
+    @property
+    def label(self) -> str:
+        """What the room may read of it: a whisper's text is for its audience."""
+        return "a whisper" if self.private else self.text
 
 
 class MessageUsage(Message):
@@ -379,10 +411,28 @@ class MessageUsage(Message):
         verbose_name_plural = "usage"
 
 
+def person_name(user) -> str:
+    """How Parley names a person to the room and to the roles: their full name, else their
+    username."""
+    if user is None:
+        return "User"
+    return user.get_full_name().strip() or user.get_username()
+
+
+def person_initials(user) -> str:
+    words = person_name(user).replace("_", " ").replace(".", " ").split()
+    return "".join(word[0] for word in words[:2]).upper() or "?"
+
+
+def person_hue(user) -> int:
+    """A person's own hue, steady for them (their id picks it), for their avatar and border."""
+    return (int(user.pk if user is not None else 0) * 137 + 200) % 360
+
+
 def speaker_name(message: "Message", role: "Role | None") -> str:
     """How a page names who wrote a message (`role`: the role its speaker handle names)."""
     if message.is_user:
-        return "You"
+        return person_name(message.author) if message.author_id else "User"
     if message.speaker == NOTICE_SPEAKER:
         return "Parley"
     return role.display_name if role else message.speaker

@@ -14,6 +14,7 @@ from django.db.models import Func, QuerySet, TextField
 from django.utils.html import escape
 from django.utils.safestring import SafeString, mark_safe
 
+from apps.chat.access import visible_to
 from apps.chat.models import Message, Session, speaker_name
 from apps.roles.selectors import roles_by_handle
 
@@ -36,15 +37,18 @@ class SearchHit:
     speaker: str
 
 
-def search_session(*, session: Session, query: str) -> list[SearchHit]:
-    """The session's messages matching every word of `query`, newest first (at most 50)."""
-    return search_messages(Message.objects.filter(thread__session=session), query=query)
+def search_session(*, session: Session, user, query: str) -> list[SearchHit]:
+    """The session's messages `user` may see matching every word of `query`, newest first
+    (at most 50): other people's whispers are never found."""
+    rows = Message.objects.filter(thread__session=session).filter(visible_to(user))
+    return search_messages(rows, query=query)
 
 
-def search_sessions(*, sessions: QuerySet[Session], query: str) -> list[SearchHit]:
+def search_sessions(*, sessions: QuerySet[Session], user, query: str) -> list[SearchHit]:
     """The same search over every one of these sessions (the caller scopes them to the
     person), newest first; the page groups the hits by session."""
-    return search_messages(Message.objects.filter(thread__session__in=sessions), query=query)
+    rows = Message.objects.filter(thread__session__in=sessions).filter(visible_to(user))
+    return search_messages(rows, query=query)
 
 
 def search_messages(messages: QuerySet[Message], *, query: str) -> list[SearchHit]:
@@ -53,7 +57,7 @@ def search_messages(messages: QuerySet[Message], *, query: str) -> list[SearchHi
         return []
     messages = (
         messages.filter(kind="chat")
-        .select_related("thread__session")
+        .select_related("thread__session", "author")
         .order_by("-created_at", "-pk")
     )
     if connection.vendor == "postgresql":

@@ -7,13 +7,13 @@ from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
-from django.db.models import Count, F, IntegerField, OuterRef, Q, QuerySet, Subquery, Sum, Value
+from django.db.models import Count, IntegerField, Q, QuerySet, Sum, Value
 from django.db.models.fields.json import KT
 from django.db.models.functions import Cast, Coalesce
 
+from apps.chat.access import Need, session_q, visible_to
 from apps.chat.models import (
     IN_FLIGHT,
-    Membership,
     Message,
     MessageKind,
     QueuedMessage,
@@ -23,13 +23,12 @@ from apps.chat.models import (
     Thread,
     Turn,
 )
+from apps.chat.reading import with_unread_threads
 from apps.providers.pricing import USAGE_KEYS, PriceTable, format_money
 from apps.roles.models import Role
 
 if TYPE_CHECKING:
     from typing import TypedDict
-
-    from django_stubs_ext import WithAnnotations
 
     class Unread(TypedDict):
         unread: int
@@ -44,52 +43,23 @@ def session_links(*, session: Session) -> list[SessionRole]:
     )
 
 
-def sessions_for_user(*, user) -> QuerySet[Session]:
-    if not user.is_authenticated:
-        return Session.objects.none()
-    return Session.objects.filter(owner=user)
+def sessions_for_user(*, user, need: Need) -> QuerySet[Session]:
+    """The sessions `user` may reach for `need` (see `access`)."""
+    return Session.objects.filter(session_q(user, need))
 
 
-def room_access(*, user, session: Session) -> str | None:
-    """What `user` is in `session`'s room: "owner", "member", "viewer", or None (no access)."""
-    if not user.is_authenticated:
-        return None
-    if session.owner_id == user.pk:
-        return "owner"
+def threads_for_user(*, user, need: Need) -> QuerySet[Thread]:
+    return Thread.objects.filter(session_q(user, need, "session__")).select_related("session")
+
+
+def messages_for_user(*, user, need: Need) -> QuerySet[Message]:
+    """The messages of the threads `user` may reach for `need` that they may see (a whisper
+    only by its audience)."""
     return (
-        Membership.objects.filter(session=session, user=user).values_list("role", flat=True).first()
+        Message.objects.filter(session_q(user, need, "thread__session__"))
+        .filter(visible_to(user))
+        .select_related("thread")
     )
-
-
-def rooms_for_user(*, user) -> QuerySet[Session]:
-    """Sessions `user` owns or is in, each with `access` ("owner" or the membership's role)."""
-    if not user.is_authenticated:
-        return Session.objects.none()
-    joined = Membership.objects.filter(user=user).values("session")
-    return (
-        Session.objects.filter(Q(owner=user) | Q(pk__in=joined))
-        .annotate(
-            access=Coalesce(
-                Subquery(
-                    Membership.objects.filter(session=OuterRef("pk"), user=user).values("role")[:1]
-                ),
-                Value("owner"),
-            )
-        )
-        .select_related("owner")
-    )
-
-
-def threads_for_user(*, user) -> QuerySet[Thread]:
-    if not user.is_authenticated:
-        return Thread.objects.none()
-    return Thread.objects.filter(session__owner=user).select_related("session")
-
-
-def messages_for_user(*, user) -> QuerySet[Message]:
-    if not user.is_authenticated:
-        return Message.objects.none()
-    return Message.objects.filter(thread__session__owner=user).select_related("thread")
 
 
 def thread_messages(*, thread: Thread) -> QuerySet[Message]:
@@ -101,12 +71,13 @@ def thread_in_flight_for_session(*, session: Session) -> bool:
     return Message.objects.filter(thread__session=session, status__in=IN_FLIGHT).exists()
 
 
-def messages_to_sync(*, thread: Thread, after_seq: int, known: list[str]) -> list[Message]:
-    """What a (re)connecting tab lacks: newer messages, the ones it shows, and live ones."""
+def messages_to_sync(*, thread: Thread, user, after_seq: int, known: list[str]) -> list[Message]:
+    """What a (re)connecting tab of `user`'s lacks: newer messages, the ones it shows, and
+    live ones (of those they may see)."""
     condition = Q(seq__gt=after_seq) | Q(status__in=IN_FLIGHT)
     if known:
         condition |= Q(public_id__in=known)
-    return list(thread_messages(thread=thread).filter(condition))
+    return list(thread_messages(thread=thread).filter(condition).filter(visible_to(user)))
 
 
 def thread_message(*, thread: Thread, public_id: str) -> Message | None:
@@ -114,8 +85,11 @@ def thread_message(*, thread: Thread, public_id: str) -> Message | None:
     return thread_messages(thread=thread).filter(public_id=public_id).first()
 
 
-def transcript_messages(*, thread: Thread, before_seq: int | None = None) -> list[Message]:
-    """The thread's transcript as a reader sees it: a fork's inherited history, then its own.
+def transcript_messages(
+    *, thread: Thread, before_seq: int | None = None, user=None
+) -> list[Message]:
+    """The thread's transcript: a fork's inherited history, then its own; with `user`, only
+    what they may see (without, every whisper too: a reply's request picks its own).
 
     Notices are left out (they are never sent to models); `before_seq` cuts the thread's own
     part just before that sequence number.
@@ -123,7 +97,9 @@ def transcript_messages(*, thread: Thread, before_seq: int | None = None) -> lis
     own = thread_messages(thread=thread).exclude(kind="notice").select_related("author")
     if before_seq is not None:
         own = own.filter(seq__lt=before_seq)
-    return inherited_messages(thread=thread) + list(own)
+    if user is not None:
+        own = own.filter(visible_to(user))
+    return inherited_messages(thread=thread, user=user) + list(own)
 
 
 PAGE_SIZE = 100
@@ -155,11 +131,17 @@ def _lineage(thread: Thread) -> list[tuple[int, int | None]]:
 
 
 def transcript_page(
-    *, thread: Thread, before: Message | None = None, size: int = PAGE_SIZE, own: bool = True
+    *,
+    thread: Thread,
+    user,
+    before: Message | None = None,
+    size: int = PAGE_SIZE,
+    own: bool = True,
 ) -> TranscriptPage | None:
-    """The `size` latest messages of the thread's transcript, or those just before `before`;
-    None when `before` is not in this thread's transcript. A few queries whatever its length.
-    `own=False`: the caller knows the thread has no message of its own (a fresh branch)."""
+    """The `size` latest messages of the thread's transcript `user` may see, or those just
+    before `before`; None when `before` is not in this thread's transcript. A few queries
+    whatever its length. `own=False`: the caller knows the thread has no message of its own
+    (a fresh branch)."""
     lineage = _lineage(thread)
     newest_first: list[tuple[bool, Message]] = []
     wanted = size + 1  # one more than shown tells whether older ones exist
@@ -174,7 +156,11 @@ def transcript_page(
         thread_id, last_seq = lineage[index]
         if index == 0 and not own:
             continue
-        rows = Message.objects.filter(thread_id=thread_id).select_related("author")
+        rows = (
+            Message.objects.filter(thread_id=thread_id)
+            .filter(visible_to(user))
+            .select_related("author")
+        )
         if index > 0:
             rows = rows.exclude(kind="notice").filter(seq__lte=last_seq)
         if before is not None and index == start:
@@ -192,35 +178,38 @@ def transcript_page(
 
 
 def transcript_after(
-    *, thread: Thread, after: Message, size: int = PAGE_SIZE
+    *, thread: Thread, user, after: Message, size: int = PAGE_SIZE
 ) -> tuple[list[Message], Message | None]:
-    """The thread's own messages just after `after` (a page opened at a search hit loads them
-    as the reader scrolls down), and the cursor for the next ones (None: that was the end)."""
-    rows = list(thread.messages.filter(seq__gt=after.seq).order_by("seq")[: size + 1])
+    """The thread's own messages `user` may see just after `after` (a page opened at a search
+    hit loads them as the reader scrolls down), and the cursor for the next ones (None: that
+    was the end)."""
+    later = thread.messages.filter(seq__gt=after.seq).filter(visible_to(user))
+    rows = list(later.select_related("author").order_by("seq")[: size + 1])
     shown = rows[:size]
     return shown, (shown[-1] if len(rows) > size else None)
 
 
 def transcript_page_around(
-    *, thread: Thread, message: Message
+    *, thread: Thread, user, message: Message
 ) -> tuple[TranscriptPage | None, Message | None]:
     """The page with `message` in its middle, and the last message it shows (after which
     `transcript_after` goes on); the latest page when `message` is near the end."""
     following = thread.messages.filter(seq__gt=message.seq).order_by("seq")
     boundary = following[PAGE_SIZE // 2 : PAGE_SIZE // 2 + 1].first()
     if boundary is not None:
-        page = transcript_page(thread=thread, before=boundary)
+        page = transcript_page(thread=thread, user=user, before=boundary)
         if page is not None and page.own:
             return page, page.own[-1]
-    return transcript_page(thread=thread), None
+    return transcript_page(thread=thread, user=user), None
 
 
-def inherited_messages(*, thread: Thread) -> list[Message]:
-    """A branch's history from its ancestors, up to and including its fork point."""
+def inherited_messages(*, thread: Thread, user=None) -> list[Message]:
+    """A branch's history from its ancestors, up to and including its fork point (with
+    `user`: what they may see of it)."""
     if thread.parent_id is None or thread.forked_from_id is None:
         return []
     fork_point = Message.objects.select_related("thread").get(pk=thread.forked_from_id)
-    return transcript_messages(thread=fork_point.thread, before_seq=fork_point.seq + 1)
+    return transcript_messages(thread=fork_point.thread, before_seq=fork_point.seq + 1, user=user)
 
 
 def speaker_names(*, session: Session) -> dict[str, str]:
@@ -395,42 +384,6 @@ def thread_usage(*, thread: Thread) -> UsageSummary:
     return usage_totals(_finished_replies(thread=thread))
 
 
-def unread_replies(prefix: str = "") -> Count:
-    """Counts the settled replies after the thread's `seen_seq` (`prefix`: the path from the
-    model counted to its threads, e.g. "threads__")."""
-    path = f"{prefix}messages"
-    return Count(  # only replies have a finish time: the person's own messages never count
-        path,
-        filter=Q(
-            **{
-                f"{path}__seq__gt": F(f"{prefix}seen_seq"),
-                f"{path}__finished_at__isnull": False,
-                f"{path}__kind": "chat",
-            }
-        ),
-    )
-
-
-def sessions_with_unread(*, user) -> QuerySet[Session]:
-    """The user's sessions, each with `unread`: replies settled in its threads since seen."""
-    return sessions_for_user(user=user).annotate(unread=unread_replies("threads__"))
-
-
-def thread_unread(*, thread_id: int) -> WithAnnotations[Thread, Unread]:
-    """One thread with `unread` (its badge in the sidebars)."""
-    return Thread.objects.annotate(unread=unread_replies()).get(pk=thread_id)
-
-
-def threads_unread(*, thread_ids: list[int]) -> list[WithAnnotations[Thread, Unread]]:
-    """Several threads with `unread`, in one query (their badges after replies settle)."""
-    return list(Thread.objects.annotate(unread=unread_replies()).filter(pk__in=thread_ids))
-
-
-def session_unread(*, session_id: int) -> Session:
-    """One session with `unread` (its badge on the sessions list)."""
-    return Session.objects.annotate(unread=unread_replies("threads__")).get(pk=session_id)
-
-
 def turn_outcome(*, thread: Thread) -> list[Message]:
     """The replies of the thread's latest turn, in order (what a finished turn tells)."""
     turn = Turn.objects.filter(thread=thread).order_by("-pk").first()
@@ -443,13 +396,13 @@ def turn_outcome(*, thread: Thread) -> list[Message]:
     )
 
 
-def thread_tree(*, session: Session) -> list[tuple[Thread, int]]:
+def thread_tree(*, session: Session, user=None) -> list[tuple[Thread, int]]:
     """The session's threads depth-first (newest first among siblings), with their depth and
-    `unread` replies."""
+    what `user` has not read of each as `unread` (no `user`: none, for a tree every tab of
+    the room is sent, each keeping its own badges)."""
+    rows = Thread.objects.filter(session=session).order_by("-updated_at")
     threads = list(
-        Thread.objects.filter(session=session)
-        .annotate(unread=unread_replies())
-        .order_by("-updated_at")
+        with_unread_threads(rows, user=user) if user is not None else rows.annotate(unread=Value(0))
     )
     children: dict[int | None, list[Thread]] = {}
     ids = {thread.pk for thread in threads}
@@ -469,11 +422,13 @@ def thread_tree(*, session: Session) -> list[tuple[Thread, int]]:
 
 def thread_queue(*, thread: Thread) -> list[QueuedMessage]:
     """Messages waiting for the thread's running turn to settle, in the order they will run."""
-    return list(QueuedMessage.objects.filter(thread=thread))
+    return list(QueuedMessage.objects.filter(thread=thread).select_related("author"))
 
 
-def queued_for_user(*, user) -> QuerySet[QueuedMessage]:
-    return QueuedMessage.objects.filter(thread__session__owner=user).select_related("thread")
+def queued_for_user(*, user, need: Need) -> QuerySet[QueuedMessage]:
+    return QueuedMessage.objects.filter(session_q(user, need, "thread__session__")).select_related(
+        "thread"
+    )
 
 
 @dataclass(frozen=True)

@@ -177,8 +177,10 @@ def test_a_tab_on_screen_counts_as_reading_its_thread(chat, fast_demo):
     expect(badge).to_be_hidden()
 
     def seen() -> bool:
+        from apps.chat.reading import seen_seq
+
         current = Thread.objects.get(pk=thread.pk)
-        return current.seen_seq == current.next_seq - 1
+        return seen_seq(thread=current, user=current.session.owner) == current.next_seq - 1
 
     from tests.conftest import wait_until
 

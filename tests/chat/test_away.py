@@ -84,7 +84,7 @@ async def test_a_finished_turn_reaches_the_owners_pages_once_with_the_badge(
     other = await database_sync_to_async(thread_create)(session=alice_thread.session)
     sidebar = await open_tab(await database_sync_to_async(session_cookie)(alice), other)
     await collect(sidebar, lambda frames: any('data-synced="true"' in f for f in frames))
-    await database_sync_to_async(thread_mark_seen)(thread=alice_thread)
+    await database_sync_to_async(thread_mark_seen)(thread=alice_thread, user=alice)
     frames = await collect(alice_page, lambda frames: frames)
     assert badge(frames, alice_thread.session) == ""
     frames = await collect(

@@ -251,7 +251,7 @@ def test_a_reply_that_times_out_says_so_apart_from_other_failures(
     html = str(render_bubbles([slow]))
     assert ">timed out</span>" in html and "(timed out)" in html and "Timed out.</strong>" in html
     assert ">failed</span>" not in html
-    assert "timed out" in str(render_turn_finished(anthropic_thread))
+    assert "timed out" in str(render_turn_finished(anthropic_thread, user=alice))
 
     settings.PARLEY_REPLY_TIMEOUT_SECONDS = 120  # a provider's own error is a plain failure
     emulator.script(Script(status=400, error_type="invalid_request_error", provider="anthropic"))

@@ -19,7 +19,7 @@ from apps.chat.records.rooms import (
     member_set_role,
 )
 from apps.chat.records.sessions import session_create
-from apps.chat.selectors import room_access, rooms_for_user
+from apps.chat.access import room_access, rooms_for_user
 
 pytestmark = pytest.mark.django_db
 

@@ -8,7 +8,9 @@ from django.urls import reverse
 
 from apps.chat.models import Message, MessageStatus, Thread
 from apps.chat.records.threads import thread_create, thread_mark_seen
-from apps.chat.selectors import sessions_with_unread, thread_tree
+from apps.chat.models import Session
+from apps.chat.reading import seen_seq, with_unread_sessions
+from apps.chat.selectors import thread_tree
 from tests.chat.test_threads import say as posted
 
 pytestmark = pytest.mark.django_db
@@ -28,15 +30,17 @@ def say(thread, text):
 def test_settled_replies_after_the_last_seen_message_are_unread(alice_thread, alice):
     other = thread_create(session=alice_thread.session)
     say(alice_thread, "@all what next?")  # the film crew: six settled replies
-    counts = {thread.pk: thread.unread for thread, _ in thread_tree(session=alice_thread.session)}
+    tree = thread_tree(session=alice_thread.session, user=alice)
+    counts = {thread.pk: thread.unread for thread, _ in tree}
     assert counts == {alice_thread.pk: 6, other.pk: 0}
-    assert sessions_with_unread(user=alice).get().unread == 6
-    before = thread_mark_seen(thread=alice_thread)
+    assert with_unread_sessions(Session.objects.all(), user=alice).get().unread == 6
+    before = thread_mark_seen(thread=alice_thread, user=alice)
     assert before == 0
-    counts = {thread.pk: thread.unread for thread, _ in thread_tree(session=alice_thread.session)}
+    tree = thread_tree(session=alice_thread.session, user=alice)
+    counts = {thread.pk: thread.unread for thread, _ in tree}
     assert counts[alice_thread.pk] == 0
-    thread_mark_seen(thread=Thread.objects.get(pk=alice_thread.pk), seq=2)  # never goes back
-    assert Thread.objects.get(pk=alice_thread.pk).seen_seq == 7
+    thread_mark_seen(thread=Thread.objects.get(pk=alice_thread.pk), user=alice, seq=2)
+    assert seen_seq(thread=alice_thread, user=alice) == 7  # never goes back
 
 
 def test_pages_show_the_counts_and_where_the_new_ones_start(client, alice_thread, bob):
@@ -64,11 +68,12 @@ def test_a_finished_turns_notice_escapes_names_and_says_nothing_when_all_is_read
     thread_rename(thread=alice_thread, label=hostile)
     reply = say(alice_thread, "hello").replies[0]
     Message.objects.filter(pk=reply.pk).update(status=MessageStatus.INTERRUPTED)
-    html = render_turn_finished(Thread.objects.get(pk=alice_thread.pk))
+    owner = alice_thread.session.owner
+    html = render_turn_finished(Thread.objects.get(pk=alice_thread.pk), user=owner)
     assert 'class="turn-notice"' in html and "<img" not in html
     assert ' replied — 1 stopped"' in html  # a stopped reply is not said to have answered
     assert "&quot;&gt;&lt;img src=x onerror=alert(1)&gt;" in html
-    thread_mark_seen(thread=alice_thread)
-    html = render_turn_finished(Thread.objects.get(pk=alice_thread.pk))
+    thread_mark_seen(thread=alice_thread, user=owner)
+    html = render_turn_finished(Thread.objects.get(pk=alice_thread.pk), user=owner)
     assert 'class="turn-notice"' not in html  # read already: no notification, the badge hidden
     assert f'id="unread-{alice_thread.session.public_id}"' in html and " hidden " in html

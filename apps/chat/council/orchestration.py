@@ -22,6 +22,7 @@ from django.utils import timezone
 from apps.chat.council import rounds, topics
 from apps.chat.council.dispatch import dispatch
 from apps.chat.council.posted import PostedMessage
+from apps.chat.council.room_rules import Whisper, whisper_parse
 from apps.chat.display import events
 from apps.chat.models import (
     IN_FLIGHT,
@@ -98,21 +99,28 @@ def route_or_refuse(
 
 
 def message_enter(
-    *, thread: Thread, author, text: str, client_token: uuid.UUID | None, reply_length: str = ""
+    *,
+    thread: Thread,
+    author,
+    text: str,
+    client_token: uuid.UUID | None,
+    reply_length: str = "",
+    whisper: Whisper | None = None,
 ) -> PostedMessage:
     """A message starts its turn now, or waits in the thread's queue while another turn (or
     an earlier queued message) is still to finish, so its replies see everything before."""
     with transaction.atomic():
         thread = Thread.objects.select_for_update().get(pk=thread.pk)
-        if thread_busy(thread_id=thread.pk) or QueuedMessage.objects.filter(thread=thread).exists():
+        waiting = QueuedMessage.objects.filter(thread=thread, held_because="").exists()
+        if thread_busy(thread_id=thread.pk) or waiting:
             queued = message_queue(
                 thread=thread, author=author, text=text, client_token=client_token,
-                reply_length=reply_length,
+                reply_length=reply_length, whisper=whisper,
             )  # fmt: skip
             return PostedMessage(user_message=None, replies=[], queued=queued)
         return turn_start(
             thread=thread, author=author, text=text, client_token=client_token,
-            reply_length=reply_length,
+            reply_length=reply_length, whisper=whisper,
         )  # fmt: skip
 
 
@@ -128,15 +136,28 @@ def turn_start(
     text: str,
     client_token: uuid.UUID | None = None,
     reply_length: str = "",
+    whisper: Whisper | None = None,
 ) -> PostedMessage:
     """Save the person's message and start its turn: one waiting reply per addressed role.
+    A whisper's turn is answered by the roles it names (none: a note between people), and
+    its message and replies are seen by its audience alone.
 
     Call it inside a transaction holding the thread's row lock. The replies are published and
     enqueued on commit; the answers-last roles wait for the others.
     """
     session = Session.objects.select_related("credential").get(pk=thread.session_id)
     links = session_links(session=session)
-    route = route_or_refuse(thread=thread, session=session, text=text, links=links)
+    if whisper is not None:
+        if not whisper.roles:
+            return _note_between_people(thread=thread, author=author, whisper=whisper,
+                                        client_token=client_token)  # fmt: skip
+        text = whisper.text
+        addressed = " ".join(f"@{handle}" for handle in whisper.roles)
+        route = route_or_refuse(
+            thread=thread, session=session, text=f"{addressed} {text}", links=links
+        )
+    else:
+        route = route_or_refuse(thread=thread, session=session, text=text, links=links)
     notices = routing_notices(route, links)
     roles = {link.role.handle: link.role for link in links}
     links_by_handle = {link.role.handle: link for link in links}
@@ -162,7 +183,9 @@ def turn_start(
     turn = Turn.objects.create(
         thread=thread,
         user_message=user_message,
-        auto_rounds=session.auto_rounds if route.fan_out or session.ai_mentions else 0,
+        auto_rounds=session.auto_rounds
+        if whisper is None and (route.fan_out or session.ai_mentions)
+        else 0,
         mentions_only=not route.fan_out,
         sequential=sequential,
         reply_length=reply_length,
@@ -179,8 +202,12 @@ def turn_start(
         )
         for handle in targets
     ]
+    if whisper is not None:
+        _make_private([user_message, *replies], whisper)
     status_changed = bool(turn.auto_rounds)  # a rounds line may show while they run
-    if route.sticky != thread.sticky_handle:  # the tabs on the thread show the new sticky role
+    if (
+        whisper is None and route.sticky != thread.sticky_handle
+    ):  # the tabs on the thread show the new sticky role
         Thread.objects.filter(pk=thread.pk).update(sticky_handle=route.sticky)
         thread.sticky_handle = route.sticky
         status_changed = True
@@ -190,9 +217,15 @@ def turn_start(
     Session.objects.filter(pk=session.pk, updated_at__lt=now - SESSION_TOUCH_EVERY).update(
         updated_at=now
     )
-    events.publish_messages_added_on_commit(
-        thread=thread, messages=[user_message, *notice_messages, *replies], roles=roles
-    )
+    if whisper is None:
+        added = [user_message, *notice_messages, *replies]
+        events.publish_messages_added_on_commit(thread=thread, messages=added, roles=roles)
+    else:  # the notices are for everyone, the whisper for its audience
+        whispered = [user_message, *replies]
+        events.publish_messages_added_on_commit(thread=thread, messages=whispered, roles=roles)
+        if notice_messages:
+            events.publish_messages_added_on_commit(thread=thread, messages=notice_messages)
+    events.publish_posted_on_commit(message=user_message)
     if status_changed:
         events.publish_thread_status_on_commit(thread=thread)
     if not thread.label:  # after the commit: it locks the session's row to pick a free name
@@ -205,6 +238,36 @@ def turn_start(
         user_message=user_message, replies=replies, notices=notice_messages, session=session,
         links=links,
     )  # fmt: skip
+
+
+def _make_private(messages: list[Message], whisper: Whisper) -> None:
+    """A whisper's message and replies: seen by its audience alone."""
+    Message.objects.filter(pk__in=[m.pk for m in messages]).update(
+        private=True, audience_roles=whisper.roles
+    )
+    Audience = Message.audience.through
+    Audience.objects.bulk_create(
+        Audience(message_id=message.pk, user_id=person_id)
+        for message in messages
+        for person_id in whisper.people_ids
+    )
+    for message in messages:
+        message.private, message.audience_roles = True, whisper.roles
+
+
+def _note_between_people(
+    *, thread: Thread, author, whisper: Whisper, client_token: uuid.UUID | None
+) -> PostedMessage:
+    """A whisper to people only: their message, no turn, no reply."""
+    (seq,) = allocate_seqs(thread, 1)
+    message = Message.objects.create(
+        thread=thread, seq=seq, speaker=USER_SPEAKER, author=author, status=MessageStatus.DONE,
+        content=[{"type": "text", "text": whisper.text}], client_token=client_token,
+    )  # fmt: skip
+    _make_private([message], whisper)
+    events.publish_messages_added_on_commit(thread=thread, messages=[message])
+    events.publish_posted_on_commit(message=message)
+    return PostedMessage(user_message=message, replies=[])
 
 
 def first_dispatch(*, replies: list[Message], stagger: bool, sequential: bool = False) -> None:
@@ -295,18 +358,27 @@ def turns_stop_rounds(*, thread: Thread) -> None:
 
 
 def message_queue(
-    *, thread: Thread, author, text: str, client_token: uuid.UUID | None, reply_length: str = ""
+    *,
+    thread: Thread,
+    author,
+    text: str,
+    client_token: uuid.UUID | None,
+    reply_length: str = "",
+    whisper: Whisper | None = None,
 ) -> QueuedMessage:
     """Keep a message for when the thread's running turn has settled (checked for a target
-    now, so a message nobody would answer is refused at once)."""
+    now, so a message nobody would answer is refused at once; a whisper was checked when it
+    was read, and the queue shows it without its text)."""
     session = Session.objects.get(pk=thread.session_id)
-    route_or_refuse(thread=thread, session=session, text=text)
+    if whisper is None:
+        route_or_refuse(thread=thread, session=session, text=text)
     queued = QueuedMessage.objects.create(
         thread=thread,
         author=author,
         text=text,
         client_token=client_token,
         reply_length=reply_length,
+        private=whisper is not None,
     )
     events.publish_thread_status_on_commit(thread=thread)
     return queued
@@ -323,7 +395,7 @@ def queue_next(*, thread_id: int) -> PostedMessage | None:
             thread = Thread.objects.select_for_update().filter(pk=thread_id).first()
             if thread is None or thread_busy(thread_id=thread_id):
                 return None
-            queued = QueuedMessage.objects.filter(thread=thread).first()
+            queued = QueuedMessage.objects.filter(thread=thread, held_because="").first()
             if queued is None:
                 thread_autoname_from_replies(thread=thread)  # the turn has settled
                 events.publish_turn_finished_on_commit(thread=thread)
@@ -332,18 +404,24 @@ def queue_next(*, thread_id: int) -> PostedMessage | None:
             events.publish_thread_status_on_commit(thread=thread)
             try:
                 with transaction.atomic():
+                    whisper = None
+                    if queued.private:
+                        whisper = whisper_parse(
+                            session=thread.session, author=queued.author, text=queued.text
+                        )
                     return turn_start(
                         thread=thread,
                         author=queued.author,
                         text=queued.text,
                         client_token=queued.client_token,
                         reply_length=queued.reply_length,
+                        whisper=whisper,
                     )
             except ValidationError as exc:
+                quoted = "" if queued.private else f"\n\n> {queued.text[:2000]}"
                 notice = notice_create(
                     thread=thread,
-                    text=f"Your queued message could not be sent: {' '.join(exc.messages)}"
-                    f"\n\n> {queued.text[:2000]}",
+                    text=f"A queued message could not be sent: {' '.join(exc.messages)}{quoted}",
                 )
                 events.publish_messages_added_on_commit(thread=thread, messages=[notice])
 

@@ -10,6 +10,7 @@ from django.db import IntegrityError
 from apps.chat.council import orchestration
 from apps.chat.council.commands import is_command, run_command
 from apps.chat.council.posted import PostedMessage
+from apps.chat.council.room_rules import Whisper, budget_check, is_whisper, whisper_parse
 from apps.chat.models import Message, QueuedMessage, Thread
 from apps.chat.records.text import validate_message_text
 from apps.chat.records.threads import thread_branch
@@ -28,14 +29,20 @@ def message_post(
     and returns the message it posted the first time.
     """
     text = validate_message_text(text)
-    if is_command(text):
+    whisper = None
+    if is_whisper(text):
+        whisper = whisper_parse(session=thread.session, author=author, text=text)
+    elif is_command(text):
         return run_command(thread=thread, author=author, text=text)
     if client_token is not None:
         earlier = _posted_with(thread, client_token)
         if earlier is not None:
             return earlier
+    budget_check(session=thread.session, author=author)
     try:
-        return _post(thread=thread, author=author, text=text, client_token=client_token)
+        return _post(
+            thread=thread, author=author, text=text, client_token=client_token, whisper=whisper
+        )
     except IntegrityError:
         earlier = _posted_with(thread, client_token) if client_token else None
         if earlier is None:
@@ -52,10 +59,12 @@ def _posted_with(thread: Thread, client_token: uuid.UUID) -> PostedMessage | Non
     return PostedMessage(user_message=message, replies=replies)
 
 
-def _post(*, thread: Thread, author, text: str, client_token: uuid.UUID | None) -> PostedMessage:
+def _post(
+    *, thread: Thread, author, text: str, client_token: uuid.UUID | None, whisper: Whisper | None
+) -> PostedMessage:
     text = text.removeprefix("/") if text.startswith("//") else text
     return orchestration.message_enter(
-        thread=thread, author=author, text=text, client_token=client_token
+        thread=thread, author=author, text=text, client_token=client_token, whisper=whisper
     )
 
 

@@ -48,6 +48,7 @@ class TranscriptEntry:
     text: str
     is_user: bool = False
     message_id: int = 0  # which stored message it renders (for summaries)
+    private: bool = False  # a whisper: never folded into a summary other roles share
 
 
 def estimate_tokens(text: str) -> int:

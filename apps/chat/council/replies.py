@@ -25,10 +25,13 @@ from apps.chat.models import (
     Session,
     Thread,
     Turn,
+    person_name,
 )
+from apps.chat.records.messages import notice_create
 from apps.chat.records.replies import message_finish, reply_provider
 from apps.chat.records.text import storable
 from apps.roles.models import Role
+from apps.roles.selectors import roles_by_handle
 
 # Stop settles within a second: workers answer an interrupt in well under this; a reply whose
 # worker is gone is settled by the web process instead.
@@ -111,7 +114,7 @@ def replies_to_retry(*, thread: Thread) -> list[Message]:
     )
 
 
-def thread_interrupt(*, thread: Thread) -> int:
+def thread_interrupt(*, thread: Thread, by=None) -> int:
     """Stop every queued and streaming reply of a thread; partial text is kept.
 
     Pending auto-rounds are cancelled and queued replies (waiting answers-last roles too) are
@@ -129,17 +132,34 @@ def thread_interrupt(*, thread: Thread) -> int:
             message.status = MessageStatus.INTERRUPTED
             events.publish_message_replaced_on_commit(message=message, seq=events.SETTLED_SEQ)
     streaming = list(thread.messages.filter(status__in=IN_FLIGHT).values_list("pk", "public_id"))
+    if by is not None and (queued or streaming) and thread.session.memberships.exists():
+        _say_who_stopped(
+            thread, by, [*queued, *Message.objects.filter(pk__in=[pk for pk, _ in streaming])]
+        )
     livestate.request_cancel([str(public_id) for _, public_id in streaming])
     _settle_unanswered_interrupts(dict(streaming))
     orchestration.queue_next(thread_id=thread.pk)  # the turn has settled: the queue goes on
     return len(queued) + len(streaming)
 
 
-def queued_send_now(*, queued: QueuedMessage) -> None:
+def _say_who_stopped(thread: Thread, by, stopped: list[Message]) -> None:
+    """In a shared room, the transcript says who stopped which replies."""
+    roles = roles_by_handle({message.speaker for message in stopped})
+    names = sorted(
+        {roles[m.speaker].display_name if m.speaker in roles else m.speaker for m in stopped}
+    )
+    with transaction.atomic():
+        notice = notice_create(thread=thread, text=f"{person_name(by)} stopped {', '.join(names)}.")
+        events.publish_messages_added_on_commit(thread=thread, messages=[notice])
+
+
+def queued_send_now(*, queued: QueuedMessage, by=None) -> None:
     """Stop the running turn (its partial text is kept) and post this queued message next."""
     if not orchestration.queued_jump(queued=queued):
         raise ValidationError("That message has already been sent.", code="gone")
-    thread_interrupt(thread=queued.thread)
+    if queued.held_because:  # someone sends a held message on purpose: it is held no more
+        QueuedMessage.objects.filter(pk=queued.pk).update(held_because="")
+    thread_interrupt(thread=queued.thread, by=by)
 
 
 def _settle_unanswered_interrupts(replies: dict[int, Any]) -> None:

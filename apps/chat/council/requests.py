@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
+from django.contrib.auth import get_user_model
+
 from apps.chat.council.prompting import (
     AUTO_ROUND_CUE,
     LAST_CUE,
@@ -15,7 +17,7 @@ from apps.chat.council.prompting import (
     length_rule,
 )
 from apps.chat.council.tools import ToolContext, session_tool_definitions
-from apps.chat.models import Message, Stage, Turn, reply_words
+from apps.chat.models import Message, Stage, Turn, person_name, reply_words
 from apps.chat.selectors import speaker_names, transcript_messages
 from apps.providers.calls import default_max_tokens
 from apps.providers.types import ChatRequest
@@ -83,21 +85,41 @@ def reply_history(*, message: Message) -> list[Message]:
         for entry in history
         if not entry.in_flight
         and not (siblings and entry.turn_id == message.turn_id and entry.stage == message.stage)
+        # A whisper reaches only the roles it names: the others never get it.
+        and (not entry.private or message.speaker in entry.audience_roles)
     ]
 
 
+def _shared_room(session) -> bool:
+    """Whether people besides the owner are in the session's room (read once per session
+    object): then the transcript names each person, else the one person is "User"."""
+    shared = session.__dict__.get("_shared_room")
+    if shared is None:
+        shared = session.__dict__["_shared_room"] = session.memberships.exists()
+    return shared
+
+
+def human_name(entry: Message, session) -> str:
+    """How a request's transcript names a person's message."""
+    return person_name(entry.author) if _shared_room(session) and entry.author_id else "User"
+
+
 def transcript_entries(*, message: Message) -> list[TranscriptEntry]:
-    names = speaker_names(session=message.thread.session)
+    session = message.thread.session
+    names = speaker_names(session=session)
     entries = []
     for entry in reply_history(message=message):
         text = message_block_text(entry)
         if text:
             entries.append(
                 TranscriptEntry(
-                    speaker_name=names.get(entry.speaker, entry.speaker),
+                    speaker_name=human_name(entry, session)
+                    if entry.is_user
+                    else names.get(entry.speaker, entry.speaker),
                     text=text,
                     is_user=entry.is_user,
                     message_id=entry.pk,
+                    private=entry.private,
                 )
             )
     return entries
@@ -191,6 +213,11 @@ def reply_setup(*, message: Message) -> ReplySetup:
         for name in (other.handle, other.display_name)
     ]
     others += ["User", session.owner.get_username()]
+    if _shared_room(session):
+        people = get_user_model().objects.filter(room_memberships__session=session)
+        others += [
+            name for person in people for name in (person.get_username(), person_name(person))
+        ]
     return ReplySetup(
         own_names=[message.speaker, role.display_name if role else message.speaker],
         other_names=others,

@@ -98,7 +98,9 @@ def plan_summary(*, thread_id: int, entries: list[TranscriptEntry]) -> SummaryPl
         thread_id,
         entries[boundary].message_id,
         previous=previous,
-        entries=tuple(entries[previous_index + 1 : boundary + 1]),
+        # A summary is shared by every role of the thread: a whisper is never in it (the
+        # roles it named keep it only while it is recent enough to be sent verbatim).
+        entries=tuple(e for e in entries[previous_index + 1 : boundary + 1] if not e.private),
     )
 
 

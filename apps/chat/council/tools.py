@@ -165,6 +165,15 @@ def _thread(context: ToolContext) -> Thread:
     return Thread.objects.select_related("session").get(pk=context.thread_id)
 
 
+def _heard(context: ToolContext, thread: Thread) -> list:
+    """The transcript as the calling role may read it: whispers only when it was named."""
+    return [
+        m
+        for m in transcript_messages(thread=thread)
+        if not m.private or context.role_handle in m.audience_roles
+    ]
+
+
 @tool(
     "search_transcript",
     "Search this thread's transcript (case-insensitive) and return matching messages.",
@@ -174,7 +183,7 @@ def search_transcript(context: ToolContext, arguments: dict) -> str:
     query = _text_argument(arguments, "query", limit=200).lower()
     thread = _thread(context)
     names = speaker_names(session=thread.session)
-    hits = [m for m in transcript_messages(thread=thread) if query in m.text.lower()]
+    hits = [m for m in _heard(context, thread) if query in m.text.lower()]
     if not hits:
         return f"No message mentions {query!r}."
     lines = []
@@ -204,7 +213,7 @@ def read_messages(context: ToolContext, arguments: dict) -> str:
         raise ValueError(f"Read at most {MAX_SEARCH_RESULTS} messages per call.")
     thread = _thread(context)
     names = speaker_names(session=thread.session)
-    by_seq = {m.seq: m for m in transcript_messages(thread=thread) if m.seq in set(numbers)}
+    by_seq = {m.seq: m for m in _heard(context, thread) if m.seq in set(numbers)}
     sections = []
     for number in numbers:
         message = by_seq.get(number)

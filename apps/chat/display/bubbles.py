@@ -18,17 +18,19 @@ from apps.chat.models import (
     MessageKind,
     MessageStatus,
     Thread,
+    person_hue,
+    person_initials,
+    person_name,
     speaker_name,
 )
+from apps.chat.reading import session_unread, thread_unread
 from apps.chat.selectors import (
     UsageSummary,
     round_state,
     session_links,
-    session_unread,
     session_usage,
     thread_queue,
     thread_tree,
-    thread_unread,
     turn_outcome,
 )
 from apps.providers.pricing import PriceTable, format_money
@@ -114,6 +116,9 @@ def bubble_context(
         "message": message,
         "role": role,
         "speaker_name": speaker_name(message, role),
+        "initials": person_initials(message.author) if message.is_user else "",
+        "person_hue": person_hue(message.author) if message.is_user else 0,
+        "whisper": whisper_label(message),
         "is_notice": message.kind == MessageKind.NOTICE,
         "streaming": streaming,
         "text": text,
@@ -125,6 +130,16 @@ def bubble_context(
         "earlier_versions": [] if streaming else earlier_versions(message),
         "figures": reply_figures(message, prices),
     }
+
+
+def whisper_label(message: Message) -> str:
+    """Who a whisper is for, as its bubble names them ("" for a message the room sees)."""
+    if not message.private:
+        return ""
+    roles = roles_by_handle(set(message.audience_roles))
+    names = [roles[h].display_name if h in roles else h for h in message.audience_roles]
+    people = message.audience.order_by("pk")
+    return ", ".join(names + [person_name(person) for person in people])
 
 
 def earlier_versions(message: Message) -> list[dict]:
@@ -271,23 +286,23 @@ def _strip_context(session, usage: UsageSummary) -> dict:
     return {"session": session, "usage": usage, "provider_label": label}
 
 
-def render_unread_badge(thread_id: int, item: Thread | None = None) -> SafeString:
-    """One thread's unread count in the sidebars, as an out-of-band fragment (cheaper than
-    the whole tree when many replies settle at once); `item`: the thread with `unread`,
-    when the caller has read it."""
-    item = thread_unread(thread_id=thread_id) if item is None else item
+def render_unread_badge(thread_id: int, *, user, item: Thread | None = None) -> SafeString:
+    """One thread's count of what `user` has not read, for their sidebars, as an out-of-band
+    fragment (cheaper than the whole tree when many replies settle at once); `item`: the
+    thread with `unread`, when the caller has read it."""
+    item = thread_unread(thread_id=thread_id, user=user) if item is None else item
     context = {"item": item, "oob": True}
     return mark_safe(render_to_string("chat/_unread_badge.html", context))  # noqa: S308
 
 
-def render_turn_finished(thread: Thread) -> SafeString:
-    """For every tab of the thread's owner, whatever it shows: the session's badge on the
-    sessions list and, when the turn left replies unread, a notice the page may raise as a
-    browser notification (hidden tabs, tabs on another session)."""
-    session = session_unread(session_id=thread.session_id)
+def render_turn_finished(thread: Thread, *, user) -> SafeString:
+    """For every tab of one person in the room, whatever it shows: the session's badge on the
+    sessions list and, when the turn left replies they have not read, a notice the page may
+    raise as a browser notification (hidden tabs, tabs on another session)."""
+    session = session_unread(session_id=thread.session_id, user=user)
     context: dict = {"item": session, "notice": None}
     replies = turn_outcome(thread=thread)
-    unread = thread_unread(thread_id=thread.pk).unread
+    unread = thread_unread(thread_id=thread.pk, user=user).unread
     if replies and unread:
         roles = roles_by_handle({reply.speaker for reply in replies})
         names = list(dict.fromkeys(speaker_name(r, roles.get(r.speaker)) for r in replies))
@@ -313,9 +328,9 @@ def render_turn_finished(thread: Thread) -> SafeString:
     return mark_safe(render_to_string("chat/_owner_update.html", context))  # noqa: S308
 
 
-def render_session_unread_badge(session_id: int) -> SafeString:
-    """A session's unread count, for the sessions list of every page of its owner."""
-    context = {"item": session_unread(session_id=session_id), "notice": None}
+def render_session_unread_badge(session_id: int, *, user) -> SafeString:
+    """A session's count of what `user` has not read, for the sessions list of their pages."""
+    context = {"item": session_unread(session_id=session_id, user=user), "notice": None}
     return mark_safe(render_to_string("chat/_owner_update.html", context))  # noqa: S308
 
 
@@ -365,3 +380,41 @@ def thread_status_context(thread: Thread, *, empty: bool = False) -> dict:
 def render_thread_status(thread: Thread) -> SafeString:
     context = {**thread_status_context(thread), "oob": True}
     return mark_safe(render_to_string("chat/_thread_status.html", context))  # noqa: S308
+
+
+def render_someone_posted(message: Message, *, user, mentioned: bool) -> SafeString:
+    """For every tab of one person when someone else in the room posts: their badges for the
+    thread and the session and a notice (which says so when it mentions them)."""
+    thread = message.thread
+    session = session_unread(session_id=thread.session_id, user=user)
+    who = person_name(message.author)
+    text = " ".join(message.text.split())
+    context = {
+        "item": session,
+        "notice": {
+            "session": session,
+            "thread": thread,
+            "seq": message.seq,
+            "title": f"{who} mentioned you" if mentioned else f"{who} wrote",
+            "body": (text[:140] + "…") if len(text) > 140 else text,
+            "url": reverse("chat:thread_detail", kwargs={"thread": thread.public_id}),
+            "always": mentioned,
+        },
+    }
+    badge = render_unread_badge(thread.pk, user=user)
+    return mark_safe(badge + render_to_string("chat/_owner_update.html", context))  # noqa: S308
+
+
+def room_banner(*, left: bool) -> str:
+    """What a tab shows when its person is taken out of the room or given another role."""
+    text = (
+        "You are no longer in this room: the owner took you out, or you left."
+        if left
+        else "Your role in this room changed; reloading…"
+    )
+    return format_html(
+        '<div id="room-banner" class="room-banner" role="alert" hx-swap-oob="true">{} '
+        '<a href="{}">Your sessions</a></div>',
+        text,
+        reverse("chat:session_list"),
+    )

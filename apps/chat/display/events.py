@@ -14,15 +14,18 @@ import threading
 import uuid
 from collections.abc import Callable, Iterable
 
+from django.contrib.auth import get_user_model
 from django.db import close_old_connections, transaction
 from redis.exceptions import RedisError
 
 from apps.chat import livebus, livestate
+from apps.chat.access import mentioned_people, message_audience, room_users
 from apps.chat.display.bubbles import (
     bubble_fragments,
     removed_fragment,
     render_session_controls,
     render_session_unread_badge,
+    render_someone_posted,
     render_summary_strip,
     render_thread_label,
     render_thread_status,
@@ -31,8 +34,9 @@ from apps.chat.display.bubbles import (
     render_turn_finished,
     render_unread_badge,
 )
-from apps.chat.models import Message, Session, Thread
-from apps.chat.selectors import session_and_threads_usage, threads_unread
+from apps.chat.models import Message, Session, Thread, Turn
+from apps.chat.reading import threads_unread
+from apps.chat.selectors import session_and_threads_usage
 from apps.roles.models import Role
 
 # A settled bubble outranks every delta of its stream, whatever arrives late.
@@ -134,7 +138,8 @@ def publish_messages_added_on_commit(
     *, thread: Thread, messages: list[Message], roles: dict[str, Role] | None = None
 ) -> None:
     """After commit, append new bubbles to every tab showing the thread (`roles`: the
-    session's roles by handle, when the caller has read them)."""
+    session's roles by handle, when the caller has read them). A whisper's bubbles (a post's
+    messages share one audience) reach only its audience's tabs."""
     _send_on_commit(
         lambda: [
             (
@@ -144,10 +149,19 @@ def publish_messages_added_on_commit(
                     "fragments": bubble_fragments(messages, roles=roles),
                     "messages": [str(message.public_id) for message in messages],
                     "seqs": [message.seq for message in messages],
+                    **audience_of(messages[0] if messages else None),
                 },
             )
         ]
     )
+
+
+def audience_of(message: Message | None) -> dict:
+    """What a push about a whisper carries for the tabs to drop it: {"audience": user ids};
+    nothing for a message the whole room sees."""
+    if message is None or not message.private:
+        return {}
+    return {"audience": message_audience(message=message)}
 
 
 def publish_message_replaced_on_commit(*, message: Message, seq: int) -> None:
@@ -228,22 +242,27 @@ def session_controls_event(*, session_id: int) -> dict:
 
 def settled_counts_events(*, thread_ids: list[int]) -> list[tuple[str, dict]]:
     """What tabs show anew once replies of these threads have settled, read in one go: each
-    session's strip once, with the threads' unread badges, on every tab of the session; each
-    thread's usage line on the tabs showing it."""
+    session's strip once on every tab of the session; each person's unread badges for the
+    threads on their own tabs; each thread's usage line on the tabs showing it."""
     threads = Thread.objects.select_related("session__credential").filter(pk__in=thread_ids)
     by_session: dict[int, list[Thread]] = {}
     for thread in threads:
         by_session.setdefault(thread.session_id, []).append(thread)
-    unread = {thread.pk: thread for thread in threads_unread(thread_ids=thread_ids)}
     pushes = []
     for session_threads in by_session.values():
         session = session_threads[0].session
         ids = [thread.pk for thread in session_threads]
         total, own = session_and_threads_usage(session=session, thread_ids=ids)
-        html = render_summary_strip(session, total) + "".join(
-            render_unread_badge(thread.pk, unread.get(thread.pk)) for thread in session_threads
-        )
-        pushes.append((session_group(session.public_id), html_event(html)))
+        strip = render_summary_strip(session, total)
+        people = _people(session_id=session.pk)
+        for person in people:
+            unread = threads_unread(thread_ids=ids, user=person)
+            badges = "".join(render_unread_badge(t.pk, user=person, item=t) for t in unread)
+            if len(people) == 1:  # a room of one: its badges go with the strip, as one push
+                strip += badges
+            else:
+                pushes.append((user_group(person.pk), html_event(badges)))
+        pushes.append((session_group(session.public_id), html_event(strip)))
         pushes += [
             (
                 thread_group(thread.public_id),
@@ -254,27 +273,66 @@ def settled_counts_events(*, thread_ids: list[int]) -> list[tuple[str, dict]]:
     return pushes
 
 
+def _people(*, session_id: int, audience: list[int] | None = None) -> list:
+    """The people in a session's room (only `audience` among them, for a whisper)."""
+    people = room_users(session_id=session_id)
+    if audience is not None:
+        people = [person for person in people if person.pk in audience]
+    return people
+
+
 def publish_turn_finished_on_commit(*, thread: Thread) -> None:
-    """After commit, tell every tab of the thread's owner that its turn has finished."""
+    """After commit, tell every tab of each person in the room (of a whisper's audience)
+    that the thread's turn has finished, with their own badges."""
 
     def events_of():
         fresh = Thread.objects.select_related("session").get(pk=thread.pk)
-        html = render_turn_finished(fresh)
-        return [(user_group(fresh.session.owner_id), html_event(html))]
+        turn = Turn.objects.filter(thread=fresh).select_related("user_message").last()
+        audience = audience_of(turn.user_message if turn else None).get("audience")
+        return [
+            (user_group(person.pk), html_event(render_turn_finished(fresh, user=person)))
+            for person in _people(session_id=fresh.session_id, audience=audience)
+        ]
 
     _send_on_commit(events_of)
 
 
-def publish_seen_on_commit(*, thread: Thread) -> None:
-    """After commit, clear what a read thread counted as unread: its badge in the sidebars of
-    the session's tabs, its session's on the owner's sessions lists."""
+def publish_posted_on_commit(*, message: Message) -> None:
+    """After commit, tell everyone else in the room (the audience, for a whisper) that
+    someone posted: their badges, and a notice (which says so when it names them). Nothing
+    for a room of one."""
 
     def events_of():
-        session = Session.objects.only("public_id", "owner_id").get(pk=thread.session_id)
+        fresh = Message.objects.select_related("thread__session", "author").get(pk=message.pk)
+        audience = audience_of(fresh).get("audience")
+        people = _people(session_id=fresh.thread.session_id, audience=audience)
+        if len(people) < 2:
+            return []
+        mentions = mentioned_people(session=fresh.thread.session, text=fresh.text)
         return [
-            (session_group(session.public_id), html_event(render_unread_badge(thread.pk))),
-            (user_group(session.owner_id), html_event(render_session_unread_badge(session.pk))),
+            (
+                user_group(person.pk),
+                html_event(
+                    render_someone_posted(fresh, user=person, mentioned=person.pk in mentions)
+                ),
+            )
+            for person in people
+            if person.pk != fresh.author_id
         ]
+
+    _send_on_commit(events_of)
+
+
+def publish_seen_on_commit(*, thread: Thread, user_id: int) -> None:
+    """After commit, clear what a thread one person has read counted as unread for them: its
+    badge in their sidebars, its session's on their sessions lists."""
+
+    def events_of():
+        person = get_user_model().objects.get(pk=user_id)
+        html = render_unread_badge(thread.pk, user=person) + render_session_unread_badge(
+            thread.session_id, user=person
+        )
+        return [(user_group(user_id), html_event(html))]
 
     _send_on_commit(events_of)
 
@@ -300,6 +358,7 @@ def state_event(
         "seq": seq,
         "reset": seq == 0,
         "fragments": bubble_fragments([message], live_texts=live, oob=True, roles=roles),
+        **audience_of(message),
     }
 
 
@@ -316,3 +375,10 @@ async def publish(redis, pushes: list[tuple[str, dict]]) -> None:
 
 async def publish_state(redis, *, group: str, event: dict) -> None:
     await livebus.publish(redis, [(group, event)])
+
+
+def publish_room_left_on_commit(*, session: Session, user_id: int, left: bool) -> None:
+    """After commit, tell one person's tabs on a session that they are out of its room
+    (`left`; the tabs close) or have another role in it (the tabs reload)."""
+    event = {"type": "room.left" if left else "room.changed", "session": str(session.public_id)}
+    _send_on_commit(lambda: [(user_group(user_id), event)])

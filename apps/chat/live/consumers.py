@@ -1,8 +1,11 @@
 """The websockets of open tabs: forward pre-rendered HTML, write nothing.
 
 A tab on a thread has one socket (`ThreadConsumer`) following the thread's, its session's and
-its owner's topics on the live bus. Any other page of a signed-in person (the sessions list)
-follows the owner's topic only (`UserConsumer`): finished turns and the sessions' unread badges.
+its person's topics on the live bus, once it has checked the person may read the thread (the
+owner, a member, a viewer). Any other page of a signed-in person (the sessions list) follows
+their own topic only (`UserConsumer`): finished turns, the sessions' unread badges. A push
+about a whisper names its audience, and the tabs of everyone else drop it; a person taken out
+of the room is told on their own topic, and their tabs on it close.
 
 Thread protocol: after connecting, the page sends {"type": "sync", "after_seq": N, "pending": [ids]}
 (the last sequence number it shows and the replies it shows as unfinished). The consumer then
@@ -35,8 +38,9 @@ from channels.generic.websocket import AsyncWebsocketConsumer
 from redis.exceptions import RedisError
 
 from apps.chat import livestate
+from apps.chat.access import Need
 from apps.chat.display import events, frames
-from apps.chat.display.bubbles import bubble_fragments
+from apps.chat.display.bubbles import bubble_fragments, room_banner
 from apps.chat.live.relay import relay
 from apps.chat.models import Thread
 from apps.chat.selectors import messages_to_sync, threads_for_user
@@ -47,6 +51,7 @@ CLOSE_NOT_FOUND = 4404
 # Parley's own "reconnect and catch up" (daphne can only send 1000 or 3000-4999, so not the
 # standard 1012 "service restart"); the page's script reconnects on it.
 CLOSE_RECONNECT = 4012
+CLOSE_RELOAD = 4013  # the person's rights in the room changed: the page reloads
 MAX_PENDING_IDS = 500
 # A page syncs once per connection; more often than this is a broken or hostile client, and
 # each sync renders a snapshot.
@@ -204,11 +209,13 @@ class ThreadConsumer(GroupSocket):
         await super().connect()
         if self.user is None:
             return
-        self.thread = await self._owned_thread(
+        self.thread = await self._readable_thread(
             self.user, self.scope["url_route"]["kwargs"]["thread"]
         )
         if self.thread is None:
             await self.close(code=CLOSE_NOT_FOUND)
+            return
+        self.session_id = str(self.thread.session.public_id)
 
     async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
         """Only `sync` frames mean anything; anything malformed is ignored, never fatal."""
@@ -244,7 +251,7 @@ class ThreadConsumer(GroupSocket):
                     [
                         events.thread_group(thread.public_id),
                         events.session_group(thread.session.public_id),
-                        events.user_group(thread.session.owner_id),
+                        events.user_group(self.user.pk),
                     ]
                 )
             async with self.sending:
@@ -263,7 +270,7 @@ class ThreadConsumer(GroupSocket):
         lacks: newer bubbles appended, the unfinished ones replaced, and (with `status`) the
         queue line."""
         messages = await database_sync_to_async(messages_to_sync)(
-            thread=thread, after_seq=after_seq, known=pending
+            thread=thread, user=self.user, after_seq=after_seq, known=pending
         )
         live_texts: dict[str, str] = {}
         redis = livestate.async_client()
@@ -294,6 +301,16 @@ class ThreadConsumer(GroupSocket):
 
     def fragments_of(self, event: dict[str, Any]) -> list[str]:
         kind = event.get("type")
+        audience = event.get("audience")
+        if audience is not None and self.user.pk not in audience:
+            return []  # a whisper, and this person is not among those it is for
+        if kind in ("room.left", "room.changed") and event.get("session") == self.session_id:
+            # Out of the room: the tab closes now (a reload gets a 404). A new role: the page
+            # reloads with what it may do now.
+            left = kind == "room.left"
+            code = CLOSE_NOT_FOUND if left else CLOSE_RELOAD
+            self.closing = asyncio.ensure_future(self.close(code=code))
+            return [room_banner(left=left)]
         if kind == "chat.delta":
             return self._delta(event)
         if kind == "chat.state":
@@ -307,7 +324,9 @@ class ThreadConsumer(GroupSocket):
 
     def _delta(self, event: dict[str, Any]) -> list[str]:
         message_id, seq = event["message"], event["seq"]
-        last = self.seen.get(message_id, 0)
+        if message_id not in self.seen:
+            return []  # not a bubble this tab shows (a whisper to others, an older page)
+        last = self.seen[message_id]
         if seq <= last or message_id in self.replies_to_resync:
             return []  # the snapshot already held it, or a resync will show it
         if seq != last + 1:
@@ -349,9 +368,10 @@ class ThreadConsumer(GroupSocket):
             await self._send_frames(frames.pack(fragments))
 
     @database_sync_to_async
-    def _owned_thread(self, user, public_id) -> Thread | None:
+    def _readable_thread(self, user, public_id) -> Thread | None:
+        """The thread, when `user` may read it (the owner, a member, a viewer)."""
         return (
-            threads_for_user(user=user)
+            threads_for_user(user=user, need=Need.READ)
             .select_related("session")
             .filter(public_id=public_id)
             .first()

@@ -12,7 +12,16 @@ from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from apps.chat.models import Membership, RoomInvite, RoomRole, Session
+from apps.chat.display import events
+from apps.chat.models import (
+    Membership,
+    QueuedMessage,
+    RoomInvite,
+    RoomRole,
+    Session,
+    Thread,
+    person_name,
+)
 
 INVITE_LIFETIME = timedelta(days=7)
 LONGEST_INVITE_LIFETIME = timedelta(days=30)
@@ -47,9 +56,16 @@ def member_add(*, session: Session, by, username: str, role: str = RoomRole.MEMB
 
 
 def member_set_role(*, membership: Membership, by, role: str) -> Membership:
+    """A member becomes a viewer or the other way round; their open tabs reload with it."""
     _owner_only(membership.session, by)
-    membership.role = _role(role)
-    membership.save(update_fields=["role"])
+    role = _role(role)
+    if role != membership.role:
+        with transaction.atomic():
+            membership.role = role
+            membership.save(update_fields=["role"])
+            events.publish_room_left_on_commit(
+                session=membership.session, user_id=membership.user_id, left=False
+            )
     return membership
 
 
@@ -67,7 +83,16 @@ def member_remove(*, membership: Membership, by) -> None:
     """The owner takes someone out of the room, or a member leaves it."""
     if by.pk not in (membership.session.owner_id, membership.user_id):
         raise PermissionDenied("Only the owner can take someone else out of the room.")
-    membership.delete()
+    session, person = membership.session, membership.user
+    with transaction.atomic():
+        membership.delete()
+        # Their messages waiting in a queue are kept, held for someone to send or drop.
+        held = QueuedMessage.objects.filter(thread__session=session, author=person)
+        threads = set(held.values_list("thread_id", flat=True))
+        held.update(held_because=f"{person_name(person)} is no longer in the room")
+        for thread in Thread.objects.filter(pk__in=threads):
+            events.publish_thread_status_on_commit(thread=thread)
+        events.publish_room_left_on_commit(session=session, user_id=person.pk, left=True)
 
 
 def _token_hash(token: str) -> str:
@@ -94,6 +119,20 @@ def invite_revoke(*, invite: RoomInvite, by) -> None:
     if invite.revoked_at is None and invite.used_at is None:
         invite.revoked_at = timezone.now()
         invite.save(update_fields=["revoked_at"])
+
+
+def invite_preview(*, token: str) -> RoomInvite | None:
+    """The invite a link names while it still works (None: unknown, used, revoked, expired)."""
+    return (
+        RoomInvite.objects.select_related("session__owner")
+        .filter(
+            token_hash=_token_hash(token),
+            used_at__isnull=True,
+            revoked_at__isnull=True,
+            expires_at__gt=timezone.now(),
+        )
+        .first()
+    )
 
 
 def invite_accept(*, token: str, user) -> Membership:

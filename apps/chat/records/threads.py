@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from django.db import transaction
-from django.db.models import F, Value
-from django.db.models.functions import Greatest, Least
+from django.db.models import F
 from django.utils import timezone
 
+from apps.chat import reading
 from apps.chat.display import events
 from apps.chat.models import (
     USER_SPEAKER,
@@ -39,17 +39,12 @@ def thread_rename(*, thread: Thread, label: str) -> Thread:
     return thread
 
 
-def thread_mark_seen(*, thread: Thread, seq: int | None = None) -> int:
-    """Its owner has seen the thread up to `seq` (else all of it); returns what was seen
-    before, so a page can mark where the new messages start. Never goes back."""
-    before = thread.seen_seq
-    # Against the row as it is now (the caller's may predate the messages it is marking),
-    # in one statement: never past the latest message, never back.
-    latest = F("next_seq") - 1
-    seen = latest if seq is None else Greatest(Value(0), Least(Value(seq), latest))
-    marked = Thread.objects.filter(pk=thread.pk).alias(seen=seen).filter(seen_seq__lt=F("seen"))
-    if marked.update(seen_seq=seen):
-        events.publish_seen_on_commit(thread=thread)  # other tabs' badges go too
+def thread_mark_seen(*, thread: Thread, user, seq: int | None = None) -> int:
+    """`user` has seen the thread up to `seq` (else all of it); returns what they had seen
+    before, so their page can mark where the new messages start. Never goes back."""
+    before, moved = reading.mark_seen(thread=thread, user=user, seq=seq)
+    if moved:
+        events.publish_seen_on_commit(thread=thread, user_id=user.pk)  # their other tabs too
     return before
 
 

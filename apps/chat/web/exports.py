@@ -9,9 +9,9 @@ from django.template.loader import render_to_string
 from django.utils import timezone
 
 from apps.chat.council.requests import message_block_text
-from apps.chat.display.bubbles import shown_text
+from apps.chat.display.bubbles import shown_text, whisper_label
 from apps.chat.display.markdown import render_markdown
-from apps.chat.models import Thread, speaker_name
+from apps.chat.models import Message, Thread, person_hue, person_initials, person_name, speaker_name
 from apps.chat.selectors import speaker_names, transcript_messages
 from apps.roles.selectors import roles_by_handle
 
@@ -21,14 +21,26 @@ def _filename(thread: Thread, extension: str) -> str:
     return f"{base.strip('-')[:60] or 'thread'}.{extension}"
 
 
-def export_markdown(thread: Thread) -> tuple[str, str]:
+def _who(message: Message, user, names: dict[str, str]) -> str:
+    """A speaker as the exporting person's file names them: "You" for their own messages."""
+    if not message.is_user:
+        return names.get(message.speaker, message.speaker)
+    mine = message.author_id == user.pk or (
+        message.author_id is None and message.thread.session.owner_id == user.pk
+    )
+    return "You" if mine else person_name(message.author)
+
+
+def export_markdown(thread: Thread, *, user) -> tuple[str, str]:
+    """What `user` may see of the thread (never other people's whispers), as Markdown."""
     names = speaker_names(session=thread.session)
-    names["user"] = "You"
     lines = [f"# {thread.label or 'Untitled chat'}", ""]
     lines.append(f"*Exported from Parley on {timezone.now():%Y-%m-%d %H:%M} UTC.*")
     lines.append("")
-    for message in transcript_messages(thread=thread):
-        header = f"## {names.get(message.speaker, message.speaker)}"
+    for message in transcript_messages(thread=thread, user=user):
+        header = f"## {_who(message, user, names)}"
+        if message.private:
+            header += f" (whisper to {whisper_label(message)})"
         if message.status not in ("done",):
             header += f" ({message.get_status_display().lower()})"
         lines += [header, "", message_block_text(message) or "*(no text)*", ""]
@@ -37,7 +49,7 @@ def export_markdown(thread: Thread) -> tuple[str, str]:
     return "\n".join(lines), _filename(thread, "md")
 
 
-def export_json(thread: Thread) -> tuple[str, str]:
+def export_json(thread: Thread, *, user) -> tuple[str, str]:
     data = {
         "thread": {
             "id": str(thread.public_id),
@@ -52,6 +64,8 @@ def export_json(thread: Thread) -> tuple[str, str]:
                 "seq": m.seq,
                 "thread": str(m.thread.public_id),
                 "speaker": m.speaker,
+                "author": person_name(m.author) if m.is_user else None,
+                "whisper_to": whisper_label(m) or None,
                 "status": m.status,
                 "content": m.content,
                 "error": m.error,
@@ -63,16 +77,16 @@ def export_json(thread: Thread) -> tuple[str, str]:
                 "alternatives": m.alternatives,
                 "created_at": m.created_at.isoformat(),
             }
-            for m in transcript_messages(thread=thread)
+            for m in transcript_messages(thread=thread, user=user)
         ],
     }
     return json.dumps(data, ensure_ascii=False, indent=2), _filename(thread, "json")
 
 
-def export_html(thread: Thread) -> tuple[str, str]:
-    """One file that opens anywhere, offline: roles' names, icons and colours, rendered (and
-    sanitised) Markdown, the styles inline, no script."""
-    messages = list(transcript_messages(thread=thread))
+def export_html(thread: Thread, *, user) -> tuple[str, str]:
+    """One file that opens anywhere, offline: roles' and people's names, icons and colours,
+    rendered (and sanitised) Markdown, the styles inline, no script; what `user` may see."""
+    messages = list(transcript_messages(thread=thread, user=user))
     roles = roles_by_handle({message.speaker for message in messages})
     entries = []
     for message in messages:
@@ -81,8 +95,11 @@ def export_html(thread: Thread) -> tuple[str, str]:
             {
                 "message": message,
                 "name": speaker_name(message, role),
-                "icon": "🙂" if message.is_user else (role.icon if role else "✦"),
-                "colour": role.colour if role else "#64748b",
+                "icon": person_initials(message.author)
+                if message.is_user
+                else (role.icon if role else "✦"),
+                "colour": role.colour if role else f"hsl({person_hue(message.author)} 45% 45%)",
+                "whisper": whisper_label(message),
                 "html": render_markdown(shown_text(message), breaks=message.is_user),
             }
         )

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from django.http import FileResponse, HttpResponse
-from django.shortcuts import get_object_or_404, render
+from django.shortcuts import render
 from django.views.decorators.http import require_GET, require_POST
 
+from apps.chat.access import Need
 from apps.chat.records.sessions import session_workspace
-from apps.chat.selectors import sessions_for_user
+from apps.chat.web.lookup import session_for
 from apps.workspace.files import WorkspaceError
 
 MAX_UPLOAD_FILES = 100  # a dropped folder comes in one request (Django's own limit)
@@ -27,7 +28,7 @@ def _panel(request, session, *, error: str = "", status: int = 200):
 
 @require_GET
 def files_panel(request, session):
-    session = get_object_or_404(sessions_for_user(user=request.user), public_id=session)
+    session = session_for(request, session, Need.READ)
     return _panel(request, session)
 
 
@@ -36,7 +37,7 @@ def files_upload(request, session):
     """Save the uploaded files, each under its path when the page sends one (a dropped or
     chosen folder keeps its layout) and inside the folder named in "Into folder"; every path
     is checked inside the workspace. All or nothing per file."""
-    session = get_object_or_404(sessions_for_user(user=request.user), public_id=session)
+    session = session_for(request, session, Need.TALK)
     uploads = request.FILES.getlist("files")
     if not uploads:
         return _panel(request, session, error="Choose one or more files to upload.", status=422)
@@ -60,7 +61,7 @@ def files_upload(request, session):
 
 @require_GET
 def files_download(request, session):
-    session = get_object_or_404(sessions_for_user(user=request.user), public_id=session)
+    session = session_for(request, session, Need.READ)
     try:
         path = session_workspace(session).resolve(request.GET.get("path", ""))
     except WorkspaceError as exc:
@@ -72,7 +73,7 @@ def files_download(request, session):
 
 @require_POST
 def files_delete(request, session):
-    session = get_object_or_404(sessions_for_user(user=request.user), public_id=session)
+    session = session_for(request, session, Need.TALK)
     try:
         session_workspace(session).delete(request.POST.get("path", ""))
     except WorkspaceError as exc:

@@ -4,15 +4,16 @@ from __future__ import annotations
 
 from django.core.exceptions import ValidationError
 from django.http import HttpResponse
-from django.shortcuts import get_object_or_404, redirect
+from django.shortcuts import redirect
 from django.urls import reverse
 from django.views.decorators.http import require_POST
 from django_htmx.http import HttpResponseClientRedirect
 
+from apps.chat.access import Need
 from apps.chat.council import orchestration, posting, replies
 from apps.chat.records import threads
 from apps.chat.records.text import validate_message_text
-from apps.chat.selectors import messages_for_user, queued_for_user
+from apps.chat.web.lookup import message_for, own_message_for, queued_for
 
 
 def _back_to(request, thread, status: int = 204) -> HttpResponse:
@@ -24,9 +25,9 @@ def _back_to(request, thread, status: int = 204) -> HttpResponse:
 @require_POST
 def queued_send_now(request, queued):
     """Stop the running turn (its partial text is kept) and send this queued message."""
-    queued = get_object_or_404(queued_for_user(user=request.user), public_id=queued)
+    queued = queued_for(request, queued)
     try:
-        replies.queued_send_now(queued=queued)
+        replies.queued_send_now(queued=queued, by=request.user)
     except ValidationError as exc:
         return HttpResponse(" ".join(exc.messages), status=409)
     return _back_to(request, queued.thread)
@@ -34,7 +35,7 @@ def queued_send_now(request, queued):
 
 @require_POST
 def queued_edit(request, queued):
-    queued = get_object_or_404(queued_for_user(user=request.user), public_id=queued)
+    queued = queued_for(request, queued, mine=True)
     try:
         text = validate_message_text(request.POST.get("text", ""))
         orchestration.queued_edit(queued=queued, text=text)
@@ -46,7 +47,7 @@ def queued_edit(request, queued):
 @require_POST
 def queued_cancel(request, queued):
     """Drop a queued message."""
-    queued = get_object_or_404(queued_for_user(user=request.user), public_id=queued)
+    queued = queued_for(request, queued, mine=True)
     try:
         orchestration.queued_cancel(queued=queued)
     except ValidationError as exc:
@@ -57,7 +58,7 @@ def queued_cancel(request, queued):
 @require_POST
 def message_continue(request, message):
     """A reply cut off at the length limit goes on from its last word."""
-    message = get_object_or_404(messages_for_user(user=request.user), public_id=message)
+    message = message_for(request, message, Need.TALK)
     try:
         replies.reply_continue(message=message)
     except ValidationError as exc:
@@ -68,9 +69,10 @@ def message_continue(request, message):
 @require_POST
 def message_new_chat(request, message):
     """A message that looked like a new topic starts a new chat of the session, there."""
-    message = get_object_or_404(messages_for_user(user=request.user), public_id=message)
+    message = message_for(request, message, Need.TALK)
     if not message.is_user:
         return HttpResponse("Only your own messages can start a new chat.", status=400)
+    message = own_message_for(request, message.public_id)
     thread = threads.thread_create(session=message.thread.session)
     try:
         posting.message_post(thread=thread, author=request.user, text=message.text)

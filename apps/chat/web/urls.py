@@ -1,6 +1,6 @@
 from django.urls import path
 
-from apps.chat.web import files_views, turn_views, views
+from apps.chat.web import files_views, rooms_views, turn_views, views
 
 app_name = "chat"
 
@@ -16,6 +16,25 @@ urlpatterns = [
     path("s/<uuid:session>/files/upload/", files_views.files_upload, name="files_upload"),
     path("s/<uuid:session>/files/download/", files_views.files_download, name="files_download"),
     path("s/<uuid:session>/files/delete/", files_views.files_delete, name="files_delete"),
+    path("s/<uuid:session>/room/", rooms_views.room_panel, name="room_panel"),
+    path("s/<uuid:session>/room/add/", rooms_views.room_add, name="room_add"),
+    path("s/<uuid:session>/room/invite/", rooms_views.room_invite, name="room_invite"),
+    path(
+        "s/<uuid:session>/room/invite/<int:invite>/revoke/",
+        rooms_views.room_invite_revoke,
+        name="room_invite_revoke",
+    ),
+    path(
+        "s/<uuid:session>/room/people/<str:username>/",
+        rooms_views.room_update,
+        name="room_update",
+    ),
+    path(
+        "s/<uuid:session>/room/people/<str:username>/remove/",
+        rooms_views.room_remove,
+        name="room_remove",
+    ),
+    path("join/<str:token>/", rooms_views.room_join, name="room_join"),
     path("t/<uuid:thread>/", views.thread_detail, name="thread_detail"),
     path("t/<uuid:thread>/messages/", views.message_create, name="message_create"),
     path("t/<uuid:thread>/earlier/", views.thread_earlier, name="thread_earlier"),

@@ -6,12 +6,13 @@ import uuid
 
 from django.core.exceptions import ValidationError
 from django.http import HttpResponse
-from django.shortcuts import get_object_or_404, redirect, render
+from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 from django_htmx.http import HttpResponseClientRedirect
 
 from apps.accounts.personas import personas_for_user
+from apps.chat.access import Need, rooms_for_user, visible_to
 from apps.chat.council import lifecycle, posting, replies
 from apps.chat.council.commands import command_list
 from apps.chat.display.bubbles import (
@@ -22,6 +23,7 @@ from apps.chat.display.bubbles import (
     thread_status_context,
 )
 from apps.chat.models import Session
+from apps.chat.reading import with_unread_sessions
 from apps.chat.records import sessions, threads
 from apps.chat.search import search_session, search_sessions
 from apps.chat.selectors import (
@@ -29,7 +31,6 @@ from apps.chat.selectors import (
     session_and_thread_usage,
     session_links,
     sessions_for_user,
-    sessions_with_unread,
     thread_in_flight_for_session,
     thread_tree,
     threads_for_user,
@@ -43,6 +44,8 @@ from apps.chat.web.forms import (
     SessionCreateForm,
     SessionSettingsForm,
 )
+from apps.chat.web.lookup import message_for, own_message_for, session_for, thread_for
+from apps.chat.web.rooms_views import room_context
 from apps.connectors.selectors import servers_for_user
 from apps.providers.selectors import credentials_for_user
 
@@ -62,8 +65,8 @@ def session_list(request):
 
 
 def _list_context(request, form: SessionCreateForm) -> dict:
-    owned = sessions_with_unread(user=request.user).select_related("active_thread")
-    return {"sessions": owned, "form": form}
+    rooms = with_unread_sessions(rooms_for_user(user=request.user), user=request.user)
+    return {"sessions": rooms.select_related("active_thread"), "form": form}
 
 
 @require_POST
@@ -94,7 +97,7 @@ def session_create(request):
 
 @require_GET
 def session_detail(request, session):
-    session = get_object_or_404(sessions_for_user(user=request.user), public_id=session)
+    session = session_for(request, session, Need.READ)
     return _open_active_thread(session)
 
 
@@ -106,7 +109,7 @@ def _open_active_thread(session):
 
 @require_POST
 def thread_create(request, session):
-    session = get_object_or_404(sessions_for_user(user=request.user), public_id=session)
+    session = session_for(request, session, Need.TALK)
     thread = threads.thread_create(session=session)
     url = reverse("chat:thread_detail", kwargs={"thread": thread.public_id})
     return HttpResponseClientRedirect(url) if request.htmx else redirect(url)
@@ -114,7 +117,7 @@ def thread_create(request, session):
 
 @require_POST
 def session_rename(request, session):
-    session = get_object_or_404(sessions_for_user(user=request.user), public_id=session)
+    session = session_for(request, session, Need.OWN)
     try:  # the service validates the name
         sessions.session_rename(session=session, name=request.POST.get("name", ""))
     except ValidationError as exc:
@@ -124,7 +127,7 @@ def session_rename(request, session):
 
 @require_POST
 def session_delete(request, session):
-    session = get_object_or_404(sessions_for_user(user=request.user), public_id=session)
+    session = session_for(request, session, Need.OWN)
     lifecycle.session_delete(session=session)
     url = reverse("chat:session_list")
     return HttpResponseClientRedirect(url) if request.htmx else redirect(url)
@@ -142,7 +145,7 @@ def _settings_form(request, session, data=None):
 
 def session_settings(request, session):
     """The settings modal: GET renders it, POST saves; while replies stream, ask how to apply."""
-    session = get_object_or_404(sessions_for_user(user=request.user), public_id=session)
+    session = session_for(request, session, Need.OWN)
     if request.method == "GET":
         form = _settings_form(request, session)
         return render(request, "chat/_settings.html", {"session": session, "form": form})
@@ -164,7 +167,9 @@ def session_settings(request, session):
     )
     thread = None
     if thread_id is not None:
-        thread = threads_for_user(user=request.user).filter(public_id=thread_id).first()
+        thread = (
+            threads_for_user(user=request.user, need=Need.OWN).filter(public_id=thread_id).first()
+        )
     context = {**chat_context(session=session, thread=thread), "saved": True}
     response = render(request, "chat/_settings_saved.html", context)
     response["HX-Trigger"] = "parley:settings-saved"
@@ -194,10 +199,10 @@ def composer_context(*, session, thread, links=None) -> dict:
 
 @require_GET
 def thread_detail(request, thread):
-    thread = get_object_or_404(threads_for_user(user=request.user), public_id=thread)
+    thread = thread_for(request, thread, Need.READ)
     session = thread.session
     page, later = _opening_page(request, thread)
-    seen_before = threads.thread_mark_seen(thread=thread)
+    seen_before = threads.thread_mark_seen(thread=thread, user=request.user)
     usage, own_usage = session_and_thread_usage(session=session, thread=thread)
     chat = chat_context(session=session, thread=thread, usage=usage)
     roles = {link.role.handle: link.role for link in chat["links"]}
@@ -205,7 +210,8 @@ def thread_detail(request, thread):
         **chat,
         **thread_status_context(thread, empty=thread.next_seq == 1),
         **_page_context(thread, page, roles=roles),
-        "tree": thread_tree(session=session),
+        "tree": thread_tree(session=session, user=request.user),
+        **room_context(request, session),
         "form": MessageForm(),
         "slash_commands": command_list(),
         "thread_usage": own_usage,
@@ -219,9 +225,10 @@ def thread_detail(request, thread):
 @require_GET
 def session_search(request, session):
     """Messages of the session's threads that match the words typed, with where they are."""
-    session = get_object_or_404(sessions_for_user(user=request.user), public_id=session)
+    session = session_for(request, session, Need.READ)
     query = request.GET.get("q", "").strip()[:200]
-    context = {"query": query, "hits": search_session(session=session, query=query)}
+    hits = search_session(session=session, user=request.user, query=query)
+    context = {"query": query, "hits": hits}
     return render(request, "chat/_search_results.html", context)
 
 
@@ -229,7 +236,8 @@ def session_search(request, session):
 def search_everywhere(request):
     """Every session of the person's, searched the same way; the hits grouped by session."""
     query = request.GET.get("q", "").strip()[:200]
-    hits = search_sessions(sessions=sessions_for_user(user=request.user), query=query)
+    rooms = sessions_for_user(user=request.user, need=Need.READ)
+    hits = search_sessions(sessions=rooms, user=request.user, query=query)
     context = {"query": query, "hits": hits, "everywhere": True}
     return render(request, "chat/_search_results.html", context)
 
@@ -245,14 +253,14 @@ def _cursor(request, name: str) -> uuid.UUID | None:
 @require_GET
 def thread_later(request, thread):
     """The messages just after the newest one a page opened at a search hit shows."""
-    thread = get_object_or_404(threads_for_user(user=request.user), public_id=thread)
+    thread = thread_for(request, thread, Need.READ)
     after_id = _cursor(request, "after")
     if after_id is None:
         return HttpResponse("Say which message to load the later ones after.", status=400)
-    after = thread.messages.filter(public_id=after_id).first()
+    after = thread.messages.filter(visible_to(request.user), public_id=after_id).first()
     if after is None:
         return HttpResponse("That message is not in this thread.", status=404)
-    shown, later = transcript_after(thread=thread, after=after)
+    shown, later = transcript_after(thread=thread, user=request.user, after=after)
     context = {"thread": thread, "messages_html": render_bubbles(shown), "later": later}
     return render(request, "chat/_later.html", context)
 
@@ -260,24 +268,30 @@ def thread_later(request, thread):
 @require_POST
 def thread_seen(request, thread):
     """The tab showing the thread was looked at: its replies up to `seq` are read."""
-    thread = get_object_or_404(threads_for_user(user=request.user), public_id=thread)
+    thread = thread_for(request, thread, Need.READ)
     try:
         seq = int(request.POST.get("seq", ""))
     except ValueError:
         return HttpResponse("Say up to which message the thread was seen.", status=400)
-    threads.thread_mark_seen(thread=thread, seq=seq)
+    threads.thread_mark_seen(thread=thread, user=request.user, seq=seq)
     return HttpResponse(status=204)
 
 
 @require_GET
 def thread_earlier(request, thread):
     """The messages just before the oldest one a page shows (it asks as the reader scrolls up)."""
-    thread = get_object_or_404(threads_for_user(user=request.user), public_id=thread)
+    thread = thread_for(request, thread, Need.READ)
     before_id = _cursor(request, "before")
     if before_id is None:
         return HttpResponse("Say which message to load the earlier ones before.", status=400)
-    before = messages_for_user(user=request.user).filter(public_id=before_id).first()
-    page = transcript_page(thread=thread, before=before) if before is not None else None
+    before = (
+        messages_for_user(user=request.user, need=Need.READ).filter(public_id=before_id).first()
+    )
+    page = (
+        transcript_page(thread=thread, user=request.user, before=before)
+        if before is not None
+        else None
+    )
     if page is None:
         return HttpResponse("That message is not in this thread.", status=404)
     return render(request, "chat/_earlier.html", _page_context(thread, page))
@@ -286,10 +300,10 @@ def thread_earlier(request, thread):
 def _opening_page(request, thread):
     """The latest page, or (opened from a search hit, ?at=) the page around that message."""
     at = _cursor(request, "at")
-    target = thread.messages.filter(public_id=at).first() if at else None
+    target = thread.messages.filter(visible_to(request.user), public_id=at).first() if at else None
     if target is not None:
-        return transcript_page_around(thread=thread, message=target)
-    return transcript_page(thread=thread, own=thread.next_seq > 1), None
+        return transcript_page_around(thread=thread, user=request.user, message=target)
+    return transcript_page(thread=thread, user=request.user, own=thread.next_seq > 1), None
 
 
 def _page_context(thread, page, roles=None) -> dict:
@@ -303,7 +317,7 @@ def _page_context(thread, page, roles=None) -> dict:
 
 @require_POST
 def thread_rename(request, thread):
-    thread = get_object_or_404(threads_for_user(user=request.user), public_id=thread)
+    thread = thread_for(request, thread, Need.TALK)
     try:  # the service validates the label
         threads.thread_rename(thread=thread, label=request.POST.get("label", ""))
     except ValidationError as exc:
@@ -315,7 +329,7 @@ def thread_rename(request, thread):
 
 @require_POST
 def thread_clear(request, thread):
-    thread = get_object_or_404(threads_for_user(user=request.user), public_id=thread)
+    thread = thread_for(request, thread, Need.OWN)
     lifecycle.thread_clear(thread=thread)
     url = reverse("chat:thread_detail", kwargs={"thread": thread.public_id})
     return HttpResponseClientRedirect(url) if request.htmx else redirect(url)
@@ -323,7 +337,7 @@ def thread_clear(request, thread):
 
 @require_GET
 def thread_export(request, thread):
-    thread = get_object_or_404(threads_for_user(user=request.user), public_id=thread)
+    thread = thread_for(request, thread, Need.READ)
     kind = request.GET.get("format", "md")
     exporters = {
         "md": (export_markdown, "text/markdown; charset=utf-8"),
@@ -333,7 +347,7 @@ def thread_export(request, thread):
     if kind not in exporters:
         return HttpResponse("Choose format=md, format=json or format=html.", status=400)
     exporter, content_type = exporters[kind]
-    body, filename = exporter(thread)
+    body, filename = exporter(thread, user=request.user)
     response = HttpResponse(body, content_type=content_type)
     response["Content-Disposition"] = f'attachment; filename="{filename}"'
     return response
@@ -342,7 +356,7 @@ def thread_export(request, thread):
 @require_POST
 def message_branch(request, message):
     """Branch from here: a new thread whose history ends at this message."""
-    message = get_object_or_404(messages_for_user(user=request.user), public_id=message)
+    message = message_for(request, message, Need.TALK)
     branch = threads.thread_branch(thread=message.thread, message=message)
     url = reverse("chat:thread_detail", kwargs={"thread": branch.public_id})
     return HttpResponseClientRedirect(url) if request.htmx else redirect(url)
@@ -351,7 +365,7 @@ def message_branch(request, message):
 @require_POST
 def message_edit(request, message):
     """Send an edited user message again, as a new branch."""
-    message = get_object_or_404(messages_for_user(user=request.user), public_id=message)
+    message = own_message_for(request, message)
     try:
         posted = posting.message_edit(
             message=message, author=request.user, text=request.POST.get("text", "")
@@ -365,7 +379,7 @@ def message_edit(request, message):
 
 @require_POST
 def message_create(request, thread):
-    thread = get_object_or_404(threads_for_user(user=request.user), public_id=thread)
+    thread = thread_for(request, thread, Need.TALK)
     form = MessageForm(request.POST)
     text = request.POST.get("text", "")
     try:
@@ -408,21 +422,21 @@ def message_create(request, thread):
 @require_GET
 def message_bubble(request, message):
     """One bubble over HTTP: a tab fetches a message too large for a websocket frame."""
-    message = get_object_or_404(messages_for_user(user=request.user), public_id=message)
+    message = message_for(request, message, Need.READ)
     return HttpResponse(render_bubbles([message]))
 
 
 @require_GET
 def message_source(request, message):
     """A message's Markdown source as plain text, for its Copy button."""
-    message = get_object_or_404(messages_for_user(user=request.user), public_id=message)
+    message = message_for(request, message, Need.READ)
     return HttpResponse(shown_text(message), content_type="text/plain; charset=utf-8")
 
 
 @require_POST
 def message_rerun(request, message):
     """Retry a failed reply or regenerate any settled one; the bubble updates over the socket."""
-    message = get_object_or_404(messages_for_user(user=request.user), public_id=message)
+    message = message_for(request, message, Need.TALK)
     try:
         replies.reply_rerun(message=message)
     except ValidationError as exc:
@@ -434,8 +448,8 @@ def message_rerun(request, message):
 
 @require_POST
 def thread_interrupt(request, thread):
-    thread = get_object_or_404(threads_for_user(user=request.user), public_id=thread)
-    replies.thread_interrupt(thread=thread)
+    thread = thread_for(request, thread, Need.TALK)
+    replies.thread_interrupt(thread=thread, by=request.user)
     if not request.htmx:
         return redirect("chat:thread_detail", thread=thread.public_id)
     return render(request, "chat/_interrupted.html", {"thread": thread})
