@@ -67,7 +67,15 @@ def command_list() -> list[dict]:
     return [
         {"name": entry.name, "usage": entry.usage, "summary": entry.summary}
         for entry in COMMANDS.values()
-    ]
+    ] + [WHISPER_HELP]
+
+
+# Posting reads a whisper before any command (see `room_rules`); listed with the commands.
+WHISPER_HELP = {
+    "name": "whisper",
+    "usage": "/whisper @role @username message",
+    "summary": "a message only they (and you) see, with its replies",
+}
 
 
 def is_command(text: str) -> bool:
@@ -87,7 +95,29 @@ def run_command(*, thread: Thread, author, text: str) -> PostedMessage:
             code="unknown_command",
         )
     session = Session.objects.select_related("credential").get(pk=thread.session_id)
+    if (
+        author is not None
+        and author.pk != session.owner_id
+        and _changes_the_session(name, argument)
+    ):
+        raise ValidationError(
+            f"Only the session's owner changes its settings (/{name}): its roles, modes, rounds "
+            "and budgets are theirs. /length with a message sets the length of that turn alone.",
+            code="owner_only",
+        )
     return entry.run(thread=thread, session=session, author=author, argument=argument)
+
+
+# Commands that change the session every thread of the room shares (the owner's to change).
+SESSION_COMMANDS = {"mute", "unmute", "mode", "rounds", "budget", "mentions"}
+
+
+def _changes_the_session(name: str, argument: str) -> bool:
+    if name in SESSION_COMMANDS:
+        return True
+    if name == "length":  # without a message it sets the session's default
+        return len(argument.split(None, 1)) < 2
+    return name == "queue" and argument.lower() == "clear"
 
 
 def _notice(thread: Thread, text: str) -> PostedMessage:
@@ -115,7 +145,7 @@ def _session_handles(session: Session, argument: str, usage: str) -> list[str]:
 @command("help", "/help", "list the commands, keys and roles")
 def help_command(*, thread, session, author, argument):
     lines = ["**Commands**"]
-    lines += [f"- `{entry.usage}` — {entry.summary}" for entry in COMMANDS.values()]
+    lines += [f"- `{entry['usage']}` — {entry['summary']}" for entry in command_list()]
     roster = ", ".join(
         f"@{link.role.handle}{' (muted)' if link.muted else ''}"
         for link in session_links(session=session)

@@ -1,0 +1,210 @@
+"""Every URL and socket for the people of a shared room: the owner (alice), a member (bob), a
+viewer (charlie), someone removed (dave), a stranger (erin) and an anonymous visitor. Each gets
+what their need allows (see `apps.chat.access`); a refusal changes nothing and says why (403)
+to someone who may read the room, and is a 404 to anyone else."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from channels.db import database_sync_to_async
+from django.test import Client
+from django.urls import resolve, reverse
+
+from apps.chat.models import Membership, QueuedMessage
+from apps.chat.records.rooms import invite_create, member_add, member_remove
+from tests.chat.test_every_url import snapshot, urls, world  # noqa: F401  (a fixture)
+from tests.chat.test_live_streaming import open_tab, session_cookie
+
+pytestmark = pytest.mark.django_db
+
+# What each URL needs of the requesting person; "author": only the person who wrote it (or,
+# for a queued message, the room's owner); None: the owner's own things outside the room.
+NEEDS = {
+    "files_panel": "read",
+    "files_download": "read",
+    "files_upload": "talk",
+    "files_delete": "talk",
+    "message_continue": "talk",
+    "message_new_chat": "author",
+    "queued_edit": "author",
+    "queued_cancel": "author",
+    "queued_send_now": "talk",
+    "server_test": None,
+    "server_delete": None,
+    "thread_detail": "read",
+    "session_detail": "read",
+    "session_settings": "own",
+    "thread_export": "read",
+    "session_search": "read",
+    "thread_later": "read",
+    "message_source": "read",
+    "thread_seen": "read",
+    "credential_edit": None,
+    "credential_models": None,
+    "message_create": "talk",
+    "thread_rename": "talk",
+    "message_rerun": "talk",
+    "thread_interrupt": "talk",
+    "message_branch": "talk",
+    "message_edit": "author",
+    "thread_create": "talk",
+    "session_rename": "own",
+    "thread_clear": "own",
+    "credential_test": None,
+    "credential_delete": None,
+    "session_delete": "own",
+    "room_panel": "read",
+    "room_add": "own",
+    "room_invite": "own",
+    "room_update": "own",
+    "room_invite_revoke": "own",
+}
+ALLOWED = {"member": {"read", "talk"}, "viewer": {"read"}}
+
+
+def room_urls(w) -> list[tuple[str, str, dict]]:
+    s = w["session"]
+    extra = [
+        ("get", reverse("chat:room_panel", kwargs={"session": s}), {}),
+        ("post", reverse("chat:room_add", kwargs={"session": s}), {"username": "erin"}),
+        ("post", reverse("chat:room_invite", kwargs={"session": s}), {"role": "member"}),
+        ("post", reverse("chat:room_update", kwargs={"session": s, "username": "bob"}),
+         {"role": "viewer"}),
+        ("post", reverse("chat:room_invite_revoke", kwargs={"session": s, "invite": w["invite"]}),
+         {}),
+    ]  # fmt: skip
+    listed = [(method, url, data) for method, url, data, _ in urls(w)]
+    return listed[:-1] + extra + listed[-1:]  # the session's deletion last
+
+
+@pytest.fixture
+def room(world, alice, alice_thread, bob, charlie, make_user):  # noqa: F811
+    session = alice_thread.session
+    member_add(session=session, by=alice, username="bob")
+    member_add(session=session, by=alice, username="charlie", role="viewer")
+    dave = make_user("dave")
+    member_remove(membership=member_add(session=session, by=alice, username="dave"), by=alice)
+    make_user("erin")
+    invite, _ = invite_create(session=session, by=alice)
+    return {**world, "invite": invite.pk, "dave": dave}
+
+
+@pytest.mark.parametrize("who", ["member", "viewer"])
+def test_members_and_viewers_get_what_their_role_allows_and_a_reason_otherwise(
+    room, who, bob, charlie
+):
+    client = Client()
+    client.force_login(bob if who == "member" else charlie)
+    for method, url, data in room_urls(room):
+        name = resolve(url.split("?")[0]).url_name
+        need = NEEDS[name]
+        before = snapshot()
+        response = getattr(client, method)(url, data, HTTP_HX_REQUEST="true")
+        if need is None:
+            assert response.status_code == 404, (who, name, response.status_code)
+        elif need in ALLOWED[who]:
+            assert response.status_code < 400 or response.status_code in (409, 422), (
+                who, name, response.status_code, response.content[:200],
+            )  # fmt: skip
+        else:
+            assert response.status_code == 403, (who, name, response.status_code)
+            assert response["Content-Type"].startswith("text/plain")
+            assert response.content, (who, name)  # says why
+            assert snapshot() == before, (who, name)
+
+
+def test_a_viewer_who_posts_is_told_why_and_nothing_is_posted(room, charlie, alice_thread):
+    client = Client()
+    client.force_login(charlie)
+    url = reverse("chat:message_create", kwargs={"thread": alice_thread.public_id})
+    before = snapshot()
+    response = client.post(url, {"text": "@director hi"}, HTTP_HX_REQUEST="true")
+    assert response.status_code == 403
+    assert "You are a viewer in this room" in response.content.decode()  # the reason
+    assert snapshot() == before
+    page = client.get(url.replace("messages/", ""))  # the thread's page: no composer
+    html = page.content.decode()
+    assert 'id="composer"' not in html and "You are a viewer in this room" in html
+    assert 'id="settings-open"' not in html
+
+
+@pytest.mark.parametrize("who", ["dave", "erin"])
+def test_someone_removed_or_a_stranger_gets_404_everywhere(room, who):
+    client = Client()
+    client.force_login(_user(who))
+    before = snapshot()
+    for method, url, data in room_urls(room):
+        response = getattr(client, method)(url, data, HTTP_HX_REQUEST="true")
+        assert response.status_code == 404, (who, method, url, response.status_code)
+    assert snapshot() == before
+
+
+def _user(username: str):
+    from django.contrib.auth import get_user_model
+
+    return get_user_model().objects.get(username=username)
+
+
+def test_anonymous_visitors_are_sent_to_log_in_everywhere(room):
+    client = Client()
+    for method, url, data in room_urls(room):
+        response = getattr(client, method)(url, data)
+        assert response.status_code == 302 and "/login/" in response["Location"], url
+    join = reverse("chat:room_join", kwargs={"token": "anything"})
+    assert "/login/" in client.get(join)["Location"]
+
+
+def test_a_member_edits_and_cancels_only_their_own_queued_messages(room, bob, alice_thread):
+    client = Client()
+    client.force_login(bob)
+    mine = QueuedMessage.objects.create(thread=alice_thread, author=bob, text="mine")
+    url = reverse("chat:queued_edit", kwargs={"queued": mine.public_id})
+    assert client.post(url, {"text": "still mine"}, HTTP_HX_REQUEST="true").status_code == 204
+    assert QueuedMessage.objects.get(pk=mine.pk).text == "still mine"
+    cancel = reverse("chat:queued_cancel", kwargs={"queued": mine.public_id})
+    assert client.post(cancel, HTTP_HX_REQUEST="true").status_code == 204
+    assert not QueuedMessage.objects.filter(pk=mine.pk).exists()
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_sockets_open_for_the_room_and_close_for_everyone_else(
+    alice, bob, charlie, alice_thread, make_user
+):
+    session = alice_thread.session
+    await database_sync_to_async(member_add)(session=session, by=alice, username="bob")
+    await database_sync_to_async(member_add)(
+        session=session, by=alice, username="charlie", role="viewer"
+    )
+    stranger = await database_sync_to_async(make_user)("erin")
+    for person in (alice, bob, charlie):
+        tab = await open_tab(await database_sync_to_async(session_cookie)(person), alice_thread)
+        frame = await tab.receive_from(timeout=10)
+        assert "sync-state" in frame or "msg" in frame or "thread-status" in frame
+        await tab.disconnect()
+    for cookie, code in ((await database_sync_to_async(session_cookie)(stranger), 4404),
+                         (None, 4401)):  # fmt: skip
+        tab = await open_tab(cookie, alice_thread)
+        assert await tab.receive_output(timeout=5) == {"type": "websocket.close", "code": code}
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_a_removed_members_open_tab_is_told_and_closed_at_once(alice, bob, alice_thread):
+    session = alice_thread.session
+    membership = await database_sync_to_async(member_add)(session=session, by=alice, username="bob")
+    tab = await open_tab(await database_sync_to_async(session_cookie)(bob), alice_thread)
+    async with asyncio.timeout(10):
+        while 'data-synced="true"' not in await tab.receive_from(timeout=10):
+            pass
+    await database_sync_to_async(member_remove)(membership=membership, by=alice)
+    frames = []
+    async with asyncio.timeout(10):
+        while True:
+            output = await tab.receive_output(timeout=10)
+            if output["type"] == "websocket.close":
+                assert output["code"] == 4404
+                break
+            frames.append(output.get("text", ""))
+    assert any("You are no longer in this room" in frame for frame in frames)
+    assert not await Membership.objects.filter(user=bob).aexists()
