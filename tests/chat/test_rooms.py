@@ -8,6 +8,7 @@ import pytest
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.utils import timezone
 
+from apps.chat.access import room_access, rooms_for_user
 from apps.chat.models import Membership, RoomInvite
 from apps.chat.records.rooms import (
     invite_accept,
@@ -19,7 +20,6 @@ from apps.chat.records.rooms import (
     member_set_role,
 )
 from apps.chat.records.sessions import session_create
-from apps.chat.access import room_access, rooms_for_user
 
 pytestmark = pytest.mark.django_db
 

@@ -6,10 +6,9 @@ from __future__ import annotations
 import pytest
 from django.urls import reverse
 
-from apps.chat.models import Message, MessageStatus, Thread
-from apps.chat.records.threads import thread_create, thread_mark_seen
-from apps.chat.models import Session
+from apps.chat.models import Message, MessageStatus, Session, Thread
 from apps.chat.reading import seen_seq, with_unread_sessions
+from apps.chat.records.threads import thread_create, thread_mark_seen
 from apps.chat.selectors import thread_tree
 from tests.chat.test_threads import say as posted
 
