@@ -78,7 +78,9 @@
   htmx.config.wsReconnectDelay = function (retries) {
     return Math.min(2000, 250 * Math.pow(2, retries)) * (0.5 + Math.random() / 2);
   };
+  const CLOSE_RELOAD = 4013;  // the person's role in the room changed: show what it allows now
   document.addEventListener("htmx:wsClose", function (evt) {
+    if (evt.detail.event.code === CLOSE_RELOAD) { setTimeout(function () { window.location.reload(); }, 500); return; }
     if (evt.detail.event.code !== CLOSE_RECONNECT) return;
     setTimeout(evt.detail.socketWrapper.reconnect, 250 + Math.random() * 750);
   });
@@ -1177,6 +1179,59 @@
 
 })();
 
+// A shared room: say when this person types (at most every two seconds, over the tab's
+// socket), and show who else is typing for a few seconds after each signal.
+(function () {
+  "use strict";
+  const line = document.getElementById("typing-line");
+  const signals = document.getElementById("typing-events");
+  if (!line || !signals || !document.getElementById("room-presence")) return;
+  let socket = null;
+  document.addEventListener("htmx:wsOpen", function (evt) { socket = evt.detail.socketWrapper; });
+  document.addEventListener("htmx:wsClose", function () { socket = null; });
+  let lastSent = 0;
+  document.addEventListener("input", function (evt) {
+    if (!evt.target.closest || !evt.target.closest("#composer") || !socket) return;
+    const now = Date.now();
+    if (now - lastSent < 2000) return;
+    lastSent = now;
+    socket.send(JSON.stringify({ type: "typing" }));
+  });
+  const typing = new Map();  // user id -> {name, until}
+  function show() {
+    const now = Date.now();
+    typing.forEach(function (who, id) { if (who.until <= now) typing.delete(id); });
+    const names = Array.from(typing.values()).map(function (who) { return who.name; });
+    line.textContent = names.length === 0 ? "" : names.length === 1 ? names[0] + " is typing…"
+      : names.slice(0, -1).join(", ") + " and " + names[names.length - 1] + " are typing…";
+  }
+  setInterval(show, 1000);
+  new MutationObserver(function () {
+    signals.querySelectorAll("span[data-user]").forEach(function (el) {
+      typing.set(el.dataset.user, { name: el.dataset.name, until: Date.now() + 4000, since: latestSeq() });
+      el.remove();
+    });
+    show();
+  }).observe(signals, { childList: true });
+  function latestSeq() {
+    let latest = 0;
+    document.querySelectorAll("#transcript article.msg").forEach(function (el) {
+      latest = Math.max(latest, parseInt(el.dataset.seq || "0", 10));
+    });
+    return latest;
+  }
+  // A person's message arrives: they have stopped typing.
+  document.addEventListener("htmx:oobAfterSwap", function () {
+    if (!typing.size) return;
+    typing.forEach(function (who, id) {
+      document.querySelectorAll('#transcript article.msg--user[data-author="' + CSS.escape(id) + '"]').forEach(function (el) {
+        if (parseInt(el.dataset.seq || "0", 10) > who.since) typing.delete(id);
+      });
+    });
+    show();
+  });
+})();
+
 // While you were away: every page of a signed-in person hears when one of their turns
 // finishes (the server appends a notice, and the session's badge, to #turn-notices). A hidden tab, or
 // a tab on another session, raises a browser notification; one per turn however many tabs
@@ -1225,7 +1280,9 @@
     const chat = document.getElementById("chat");
     const here = chat ? chat.dataset.session : "";
     if (!supported || Notification.permission !== "granted") return;
-    if (!document.hidden && notice.session === here) return;  // the person is looking at it
+    const thread = chat ? chat.dataset.thread : "";
+    // The person is looking at it (a mention of them: only when it is the very thread).
+    if (!document.hidden && notice.session === here && (!notice.always || notice.thread === thread)) return;
     once(notice.thread + ":" + notice.seq, function () {
       const shown = new Notification(notice.title, { body: notice.body, tag: "parley-" + notice.thread });
       shown.onclick = function () {

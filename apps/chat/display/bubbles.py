@@ -418,3 +418,13 @@ def room_banner(*, left: bool) -> str:
         text,
         reverse("chat:session_list"),
     )
+
+
+def typing_fragment(*, user_id: int, name: str) -> str:
+    """One "is typing" signal for the thread's tabs; the page shows it for a few seconds."""
+    return format_html(
+        '<div id="typing-events" hx-swap-oob="beforeend"><span data-user="{}" data-name="{}">'
+        "</span></div>",
+        user_id,
+        name,
+    )

@@ -40,7 +40,8 @@ from redis.exceptions import RedisError
 from apps.chat import livestate
 from apps.chat.access import Need
 from apps.chat.display import events, frames
-from apps.chat.display.bubbles import bubble_fragments, room_banner
+from apps.chat.display.bubbles import bubble_fragments, room_banner, typing_fragment
+from apps.chat.live import presence
 from apps.chat.live.relay import relay
 from apps.chat.models import Thread
 from apps.chat.selectors import messages_to_sync, threads_for_user
@@ -216,6 +217,9 @@ class ThreadConsumer(GroupSocket):
             await self.close(code=CLOSE_NOT_FOUND)
             return
         self.session_id = str(self.thread.session.public_id)
+        self.presence: str | None = None  # this tab's entry, in a shared room
+        self.beating: asyncio.Task | None = None
+        self.last_typing = 0.0
 
     async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
         """Only `sync` frames mean anything; anything malformed is ignored, never fatal."""
@@ -225,6 +229,9 @@ class ThreadConsumer(GroupSocket):
         try:
             data = json.loads(text_data)
         except (ValueError, RecursionError):
+            return
+        if isinstance(data, dict) and data.get("type") == "typing":
+            await self._typing()
             return
         if not isinstance(data, dict) or data.get("type") != "sync":
             return
@@ -257,6 +264,12 @@ class ThreadConsumer(GroupSocket):
             async with self.sending:
                 await self._catch_up(thread, after_seq=after_seq, pending=pending)
                 await self.send(text_data=SYNCED)
+            if self.presence is None and await presence.shared_room(thread.session_id):
+                self.presence = presence.entry(
+                    self.user.pk, str(thread.public_id), uuid.uuid4().hex
+                )
+                await presence.arrive(livestate.async_client(), self.session_id, self.presence)
+                self.beating = asyncio.ensure_future(self._beat_forever())
         except RedisError as exc:
             # Redis is away or just restarted: ask the page to reconnect and sync again, rather
             # than crash this socket.
@@ -299,9 +312,43 @@ class ThreadConsumer(GroupSocket):
         gone = set(pending) - {str(message.public_id) for message in messages}
         await self._send_frames([line["html"], *events.removed_fragments(sorted(gone))])
 
+    async def disconnect(self, code: int) -> None:
+        await super().disconnect(code)
+        if getattr(self, "beating", None) is not None:
+            self.beating.cancel()
+        if getattr(self, "presence", None) is not None:
+            try:
+                await presence.leave(livestate.async_client(), self.session_id, self.presence)
+            except RedisError as exc:  # its entry lapses on its own
+                logger.warning("Could not say a tab left its room (%s)", exc)
+
+    async def _beat_forever(self) -> None:
+        while True:
+            await asyncio.sleep(presence.PRESENCE_BEAT_SECONDS)
+            try:
+                await presence.beat(livestate.async_client(), self.session_id, self.presence)
+            except RedisError as exc:
+                logger.warning("Could not keep a tab's presence (%s)", exc)
+
+    async def _typing(self) -> None:
+        """Someone types in a shared room: its tabs on the thread say so (at most every
+        1.5 s per tab; nothing is written anywhere)."""
+        now = time.monotonic()
+        if self.presence is None or now - self.last_typing < presence.TYPING_MIN_INTERVAL_SECONDS:
+            return
+        self.last_typing = now
+        try:
+            await presence.typing(livestate.async_client(), str(self.thread.public_id), self.user)
+        except RedisError as exc:
+            logger.warning("Could not say someone is typing (%s)", exc)
+
     def fragments_of(self, event: dict[str, Any]) -> list[str]:
         kind = event.get("type")
         audience = event.get("audience")
+        if kind == "room.typing":
+            if event.get("user") == self.user.pk:
+                return []
+            return [typing_fragment(user_id=event["user"], name=event["name"])]
         if audience is not None and self.user.pk not in audience:
             return []  # a whisper, and this person is not among those it is for
         if kind in ("room.left", "room.changed") and event.get("session") == self.session_id:
