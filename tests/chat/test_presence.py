@@ -44,7 +44,7 @@ def presence_line(frames) -> str:
 async def test_presence_shows_who_is_here_and_clears_when_a_tab_closes(alice, bob, alice_thread):
     await database_sync_to_async(member_add)(session=alice_thread.session, by=alice, username="bob")
     alice_tab, alice_seen = await synced_tab(alice, alice_thread)
-    await until(alice_tab, alice_seen, lambda f: 'data-user="%d"' % alice.pk in presence_line(f))
+    await until(alice_tab, alice_seen, lambda f: f'data-user="{alice.pk}"' in presence_line(f))
     bob_tab, bob_seen = await synced_tab(bob, alice_thread)
     await until(alice_tab, alice_seen, lambda f: "bob" in presence_line(f))
     assert "alice" in presence_line(alice_seen.frames)
