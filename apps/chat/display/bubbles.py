@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 
 from django.template.loader import render_to_string
@@ -428,3 +429,28 @@ def typing_fragment(*, user_id: int, name: str) -> str:
         user_id,
         name,
     )
+
+
+DIGEST_CITATION = re.compile(r"\[#(\d+)\](?!\()")
+
+
+def digest_context(digest) -> dict:
+    """A digest's card: its text with each [#N] a link to that message of the thread."""
+    if digest is None or digest.status != "done":
+        return {"digest": digest, "digest_html": ""}
+    ids = dict(Message.objects.filter(thread_id=digest.thread_id).values_list("seq", "public_id"))
+    base = reverse("chat:thread_detail", kwargs={"thread": digest.thread.public_id})
+
+    def link(match: re.Match) -> str:
+        public_id = ids.get(int(match[1]))
+        return f"[#{match[1]}]({base}?at={public_id}#msg-{public_id})" if public_id else match[0]
+
+    return {
+        "digest": digest,
+        "digest_html": render_markdown(DIGEST_CITATION.sub(link, digest.text)),
+    }
+
+
+def render_digest(digest) -> SafeString:
+    context = {**digest_context(digest), "oob": True}
+    return mark_safe(render_to_string("chat/_digest.html", context))  # noqa: S308

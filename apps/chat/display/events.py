@@ -23,6 +23,7 @@ from apps.chat.access import mentioned_people, message_audience, room_users
 from apps.chat.display.bubbles import (
     bubble_fragments,
     removed_fragment,
+    render_digest,
     render_session_controls,
     render_session_unread_badge,
     render_someone_posted,
@@ -253,7 +254,7 @@ def settled_counts_events(*, thread_ids: list[int]) -> list[tuple[str, dict]]:
         session = session_threads[0].session
         ids = [thread.pk for thread in session_threads]
         total, own = session_and_threads_usage(session=session, thread_ids=ids)
-        strip = render_summary_strip(session, total)
+        strip: str = render_summary_strip(session, total)
         people = _people(session_id=session.pk)
         for person in people:
             unread = threads_unread(thread_ids=ids, user=person)
@@ -382,3 +383,8 @@ def publish_room_left_on_commit(*, session: Session, user_id: int, left: bool) -
     (`left`; the tabs close) or have another role in it (the tabs reload)."""
     event = {"type": "room.left" if left else "room.changed", "session": str(session.public_id)}
     _send_on_commit(lambda: [(user_group(user_id), event)])
+
+
+def publish_digest_on_commit(*, digest) -> None:
+    """After commit, fill in a "while you were away" card on its person's tabs."""
+    _send_on_commit(lambda: [(user_group(digest.user_id), html_event(render_digest(digest)))])

@@ -314,19 +314,21 @@ class ThreadConsumer(GroupSocket):
 
     async def disconnect(self, code: int) -> None:
         await super().disconnect(code)
-        if getattr(self, "beating", None) is not None:
-            self.beating.cancel()
-        if getattr(self, "presence", None) is not None:
+        beating, entry = getattr(self, "beating", None), getattr(self, "presence", None)
+        if beating is not None:
+            beating.cancel()
+        if entry is not None:
             try:
-                await presence.leave(livestate.async_client(), self.session_id, self.presence)
+                await presence.leave(livestate.async_client(), self.session_id, entry)
             except RedisError as exc:  # its entry lapses on its own
                 logger.warning("Could not say a tab left its room (%s)", exc)
 
     async def _beat_forever(self) -> None:
-        while True:
+        entry = self.presence
+        while entry is not None:
             await asyncio.sleep(presence.PRESENCE_BEAT_SECONDS)
             try:
-                await presence.beat(livestate.async_client(), self.session_id, self.presence)
+                await presence.beat(livestate.async_client(), self.session_id, entry)
             except RedisError as exc:
                 logger.warning("Could not keep a tab's presence (%s)", exc)
 
@@ -334,11 +336,14 @@ class ThreadConsumer(GroupSocket):
         """Someone types in a shared room: its tabs on the thread say so (at most every
         1.5 s per tab; nothing is written anywhere)."""
         now = time.monotonic()
-        if self.presence is None or now - self.last_typing < presence.TYPING_MIN_INTERVAL_SECONDS:
+        thread = self.thread
+        if thread is None or self.presence is None:
+            return
+        if now - self.last_typing < presence.TYPING_MIN_INTERVAL_SECONDS:
             return
         self.last_typing = now
         try:
-            await presence.typing(livestate.async_client(), str(self.thread.public_id), self.user)
+            await presence.typing(livestate.async_client(), str(thread.public_id), self.user)
         except RedisError as exc:
             logger.warning("Could not say someone is typing (%s)", exc)
 

@@ -13,9 +13,10 @@ from django_htmx.http import HttpResponseClientRedirect
 
 from apps.accounts.personas import personas_for_user
 from apps.chat.access import Need, rooms_for_user, visible_to
-from apps.chat.council import lifecycle, posting, replies
+from apps.chat.council import digests, lifecycle, posting, replies
 from apps.chat.council.commands import command_list
 from apps.chat.display.bubbles import (
+    digest_context,
     render_bubbles,
     render_thread_status,
     session_controls_context,
@@ -203,6 +204,7 @@ def thread_detail(request, thread):
     session = thread.session
     page, later = _opening_page(request, thread)
     seen_before = threads.thread_mark_seen(thread=thread, user=request.user)
+    digest = digests.digest_for_return(thread=thread, user=request.user, seen_before=seen_before)
     usage, own_usage = session_and_thread_usage(session=session, thread=thread)
     chat = chat_context(session=session, thread=thread, usage=usage)
     roles = {link.role.handle: link.role for link in chat["links"]}
@@ -212,6 +214,7 @@ def thread_detail(request, thread):
         **_page_context(thread, page, roles=roles),
         "tree": thread_tree(session=session, user=request.user),
         **room_context(request, session),
+        **digest_context(digest),
         "form": MessageForm(),
         "slash_commands": command_list(),
         "thread_usage": own_usage,

@@ -351,23 +351,6 @@ class Message(models.Model):
         return self.status == MessageStatus.DONE and self.stop_reason == "max_tokens"
 
 
-class ReadMark(models.Model):
-    """How far one person has read a thread: settled replies and other people's messages
-    after `seen_seq` are unread for them, and their page marks where those start."""
-
-    thread = models.ForeignKey(Thread, on_delete=models.CASCADE, related_name="read_marks")
-    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
-    seen_seq = models.PositiveIntegerField(default=0)
-
-    class Meta:
-        constraints = [
-            models.UniqueConstraint(fields=["thread", "user"], name="one_read_mark_per_person")
-        ]
-
-    def __str__(self) -> str:
-        return f"{self.user} read {self.thread} up to {self.seen_seq}"
-
-
 class QueuedMessage(models.Model):
     """A message sent while the thread's turn runs: posted when the turn has settled."""
 
@@ -438,58 +421,43 @@ def speaker_name(message: "Message", role: "Role | None") -> str:
     return role.display_name if role else message.speaker
 
 
-class RoomRole(models.TextChoices):
-    MEMBER = "member", "Member — talks to the council and sees everything the room shares"
-    VIEWER = "viewer", "Viewer — reads live, cannot post"
+# The shared room's models (people besides the owner, invites, read marks, digests).
+from apps.chat.models.rooms import (  # noqa: E402
+    Digest,
+    Membership,
+    ReadMark,
+    RoomInvite,
+    RoomRole,
+)
 
-
-class Membership(models.Model):
-    """A person other than the owner in a session's room. The owner keeps the credentials,
-    models, MCP servers, workspace quota and roles; a member talks, a viewer reads."""
-
-    session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="memberships")
-    user = models.ForeignKey(
-        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="room_memberships"
-    )
-    role = models.CharField(max_length=8, choices=RoomRole.choices, default=RoomRole.MEMBER)
-    daily_token_budget = models.PositiveIntegerField(
-        null=True,
-        blank=True,
-        help_text="Tokens this person's messages may use a day; empty: no limit.",
-    )
-    added_by = models.ForeignKey(
-        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
-        related_name="+",
-    )  # fmt: skip
-    created_at = models.DateTimeField(auto_now_add=True)
-
-    class Meta:
-        constraints = [
-            models.UniqueConstraint(fields=["session", "user"], name="one_membership_per_person")
-        ]
-
-    def __str__(self) -> str:
-        return f"{self.user} in {self.session} ({self.role})"
-
-
-class RoomInvite(models.Model):
-    """A link that lets one person with an account join a room: it works once, expires and can
-    be revoked. Only a hash of its token is kept (the link is shown once, when made)."""
-
-    session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="invites")
-    role = models.CharField(max_length=8, choices=RoomRole.choices, default=RoomRole.MEMBER)
-    token_hash = models.CharField(max_length=64, unique=True, editable=False)
-    created_by = models.ForeignKey(
-        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+"
-    )
-    created_at = models.DateTimeField(auto_now_add=True)
-    expires_at = models.DateTimeField()
-    used_by = models.ForeignKey(
-        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
-        related_name="+",
-    )  # fmt: skip
-    used_at = models.DateTimeField(null=True, blank=True)
-    revoked_at = models.DateTimeField(null=True, blank=True)
-
-    def __str__(self) -> str:
-        return f"Invite to {self.session} as {self.role}"
+__all__ = [
+    "IN_FLIGHT",
+    "NOTICE_SPEAKER",
+    "TIMED_OUT",
+    "USER_SPEAKER",
+    "AddressingMode",
+    "Digest",
+    "Membership",
+    "Message",
+    "MessageKind",
+    "MessageStatus",
+    "MessageUsage",
+    "QueuedMessage",
+    "ReadMark",
+    "RoomInvite",
+    "RoomRole",
+    "Session",
+    "SessionRole",
+    "Stage",
+    "Thread",
+    "ThreadSummary",
+    "Turn",
+    "TurnMode",
+    "TurnStop",
+    "parse_reply_length",
+    "person_hue",
+    "person_initials",
+    "person_name",
+    "reply_words",
+    "speaker_name",
+]

@@ -1,0 +1,76 @@
+"""The "while you were away" card: made once per person and return, by a real worker with
+the demo provider, in the background (the page never waits), with links to the messages."""
+
+from __future__ import annotations
+
+import pytest
+from django.test import Client
+from django.urls import reverse
+from django.utils import timezone
+
+from apps.chat.council.digests import digest_for_return
+from apps.chat.council.posting import message_post
+from apps.chat.models import Digest, Message, MessageStatus
+from apps.chat.records.rooms import member_add
+from tests.conftest import wait_until
+
+
+def settle_all(thread):
+    Message.objects.filter(thread=thread, status=MessageStatus.QUEUED).update(
+        status=MessageStatus.DONE, finished_at=timezone.now(),
+        content=[{"type": "text", "text": "We keep the harbour scene and cut the chase."}],
+    )  # fmt: skip
+
+
+def busy_room(alice, thread, turns=3):
+    for n in range(turns):
+        message_post(thread=thread, author=alice, text=f"@director decision {n}: keep scene {n}?")
+        settle_all(thread)
+
+
+@pytest.mark.django_db
+def test_no_card_for_a_room_of_one_or_for_a_little_news(alice, bob, alice_thread):
+    busy_room(alice, alice_thread)
+    assert digest_for_return(thread=alice_thread, user=alice, seen_before=0) is None  # alone
+    member_add(session=alice_thread.session, by=alice, username="bob")
+    assert digest_for_return(thread=alice_thread, user=bob, seen_before=4) is None  # 2 new
+
+
+def test_a_returning_member_gets_one_digest_written_in_the_background(
+    alice, bob, alice_thread, celery_worker
+):
+    member_add(session=alice_thread.session, by=alice, username="bob")
+    busy_room(alice, alice_thread)
+    client = Client()
+    client.force_login(bob)
+    url = reverse("chat:thread_detail", kwargs={"thread": alice_thread.public_id})
+    page = client.get(url).content.decode()
+    assert 'id="digest-card"' in page and "Catching you up…" in page  # the page did not wait
+    wait_until(lambda: Digest.objects.filter(status="done").exists(), timeout=20)
+    digest = Digest.objects.get()
+    assert (digest.user, digest.after_seq, digest.upto_seq) == (bob, 0, 6)
+    assert digest.provider == "demo" and digest.text
+    # Asking again for the same return finds the same one; nothing more is written.
+    assert digest_for_return(thread=alice_thread, user=bob, seen_before=0).pk == digest.pk
+    assert Digest.objects.count() == 1
+    # Back with nothing new: no card. After more happened: a new one, for that return.
+    assert 'id="digest-card"' not in client.get(url).content.decode()
+    busy_room(alice, alice_thread)
+    page = client.get(url).content.decode()
+    assert 'id="digest-card"' in page
+    assert Digest.objects.filter(user=bob, after_seq=6).exists()
+    wait_until(lambda: not Digest.objects.filter(status="pending").exists(), timeout=20)
+
+
+@pytest.mark.django_db
+def test_a_digest_links_its_citations_to_the_messages(alice, bob, alice_thread):
+    from apps.chat.display.bubbles import digest_context
+
+    member_add(session=alice_thread.session, by=alice, username="bob")
+    busy_room(alice, alice_thread)
+    digest = digest_for_return(thread=alice_thread, user=bob, seen_before=0)
+    digest.status, digest.text = "done", "- Alice kept scene 1 [#3]. <script>x</script>"
+    html = str(digest_context(digest)["digest_html"])
+    third = Message.objects.get(thread=alice_thread, seq=3)
+    assert f'?at={third.public_id}#msg-{third.public_id}" rel="noopener noreferrer nofollow">#3</a>' in html
+    assert "<script>" not in html
