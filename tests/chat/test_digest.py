@@ -72,5 +72,6 @@ def test_a_digest_links_its_citations_to_the_messages(alice, bob, alice_thread):
     digest.status, digest.text = "done", "- Alice kept scene 1 [#3]. <script>x</script>"
     html = str(digest_context(digest)["digest_html"])
     third = Message.objects.get(thread=alice_thread, seq=3)
-    assert f'?at={third.public_id}#msg-{third.public_id}" rel="noopener noreferrer nofollow">#3</a>' in html
+    target = f"?at={third.public_id}#msg-{third.public_id}"
+    assert f'{target}" rel="noopener noreferrer nofollow">#3</a>' in html
     assert "<script>" not in html
