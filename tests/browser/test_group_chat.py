@@ -265,7 +265,7 @@ def test_hostile_html_is_shown_as_text_and_never_runs(
     send(page, f"@visual_architect {HOSTILE}")
     reply = bubble(page, "visual_architect")
     wait_done(reply)
-    expect(page.get_by_role("article", name="You")).to_contain_text(
+    expect(page.get_by_role("article", name="alice")).to_contain_text(
         "<script>window.__pwned=2</script>"
     )
     expect(reply).to_contain_text("Model says")

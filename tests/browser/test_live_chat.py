@@ -34,7 +34,7 @@ def test_log_in_send_a_message_and_watch_the_reply_stream_in(page, alice, roles,
     box.fill("Hello council, <b>bold</b> is text here")
     box.press("Enter")
 
-    expect(page.get_by_role("article", name="You")).to_contain_text("<b>bold</b> is text here")
+    expect(page.get_by_role("article", name="alice")).to_contain_text("<b>bold</b> is text here")
     bubble = reply_bubble(page)
     expect(bubble).to_have_attribute("aria-busy", "true")
     expect(bubble).to_have_attribute("data-status", "done", timeout=15_000)

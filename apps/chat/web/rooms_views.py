@@ -13,6 +13,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from django_htmx.http import HttpResponseClientRedirect
 
 from apps.chat.access import Need, room_access
+from apps.chat.council.room_rules import tokens_used_today
 from apps.chat.models import Membership, RoomInvite, RoomRole
 from apps.chat.records import rooms
 from apps.chat.web.lookup import session_for
@@ -34,11 +35,17 @@ def room_context(request, session) -> dict:
 
 def _panel(request, session, *, error: str = "", link: str = "", status: int = 200):
     access = room_access(user=request.user, session=session)
+    memberships = list(session.memberships.select_related("user").order_by("created_at"))
+    for membership in memberships:  # what the replies to their messages used today
+        budgeted = access == "owner" and membership.daily_token_budget is not None
+        membership.used_today = (  # type: ignore[attr-defined]
+            tokens_used_today(session=session, user=membership.user) if budgeted else None
+        )
     context = {
         "session": session,
         "access": access,
         "is_owner": access == "owner",
-        "memberships": session.memberships.select_related("user").order_by("created_at"),
+        "memberships": memberships,
         "invites": session.invites.filter(used_at__isnull=True, revoked_at__isnull=True).order_by(
             "-created_at"
         )
