@@ -38,7 +38,7 @@ def _panel(request, session, *, error: str = "", link: str = "", status: int = 2
     memberships = list(session.memberships.select_related("user").order_by("created_at"))
     for membership in memberships:  # what the replies to their messages used today
         budgeted = access == "owner" and membership.daily_token_budget is not None
-        membership.used_today = (  # type: ignore[attr-defined]
+        membership.used_today = (
             tokens_used_today(session=session, user=membership.user) if budgeted else None
         )
     context = {
