@@ -2,6 +2,7 @@ from django.contrib import admin
 from django.template.response import TemplateResponse
 
 from apps.chat.models import (
+    Digest,
     Membership,
     Message,
     MessageUsage,
@@ -57,6 +58,16 @@ class RoomInviteAdmin(admin.ModelAdmin):
     search_fields = ["session__name", "created_by__username"]
     exclude = ["token_hash"]
     readonly_fields = ["session", "role", "created_by", "used_by", "used_at"]
+
+
+@admin.register(Digest)
+class DigestAdmin(admin.ModelAdmin):
+    """The "while you were away" cards written for people coming back to a room's thread."""
+
+    list_display = ["thread", "user", "after_seq", "upto_seq", "status", "model", "created_at"]
+    list_filter = ["status", "provider"]
+    search_fields = ["user__username", "thread__label", "thread__session__name"]
+    readonly_fields = ["thread", "user", "after_seq", "upto_seq", "provider", "model", "usage"]
 
 
 class MessageInline(admin.TabularInline):

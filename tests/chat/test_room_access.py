@@ -208,3 +208,52 @@ async def test_a_removed_members_open_tab_is_told_and_closed_at_once(alice, bob,
             frames.append(output.get("text", ""))
     assert any("You are no longer in this room" in frame for frame in frames)
     assert not await Membership.objects.filter(user=bob).aexists()
+
+
+def test_an_invite_link_made_in_the_panel_lets_one_person_in_once(alice, alice_thread, make_user):
+    session = alice_thread.session
+    owner = Client()
+    owner.force_login(alice)
+    panel = owner.post(
+        reverse("chat:room_invite", kwargs={"session": session.public_id}),
+        {"role": "viewer", "lifetime": "1d"},
+        HTTP_HX_REQUEST="true",
+    ).content.decode()
+    link = panel.split('id="room-invite-link"')[0].rsplit('value="', 1)[1].split('"')[0]
+    path = link.split("testserver", 1)[1]
+    guest = Client()
+    guest.force_login(make_user("erin"))
+    page = guest.get(path).content.decode()
+    assert "Join “Alice&#x27;s session”" in page and "viewer" in page
+    joined = guest.post(path)
+    assert joined.status_code == 302
+    assert Membership.objects.get(user__username="erin").role == "viewer"
+    other = Client()
+    other.force_login(make_user("frank"))
+    assert other.post(path).status_code == 410  # used
+    assert other.get(path).status_code == 404
+    # A revoked link does not work either.
+    owner.post(
+        reverse("chat:room_invite", kwargs={"session": session.public_id}), {"role": "member"}
+    )
+    from apps.chat.models import RoomInvite
+
+    fresh = RoomInvite.objects.filter(used_at__isnull=True).get()
+    revoke = reverse(
+        "chat:room_invite_revoke", kwargs={"session": session.public_id, "invite": fresh.pk}
+    )
+    assert owner.post(revoke, HTTP_HX_REQUEST="true").status_code == 200
+    assert RoomInvite.objects.get(pk=fresh.pk).revoked_at is not None
+
+
+def test_a_member_leaves_and_loses_access(alice, bob, alice_thread):
+    member_add(session=alice_thread.session, by=alice, username="bob")
+    client = Client()
+    client.force_login(bob)
+    leave = reverse(
+        "chat:room_remove", kwargs={"session": alice_thread.session.public_id, "username": "bob"}
+    )
+    assert client.post(leave).status_code == 302
+    url = reverse("chat:thread_detail", kwargs={"thread": alice_thread.public_id})
+    assert client.get(url).status_code == 404
+    assert alice_thread.session.name not in client.get("/").content.decode()
