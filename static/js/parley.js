@@ -131,18 +131,27 @@
     if (!pendingTree || !tree) return;
     const fresh = pendingTree;
     pendingTree = null;
-    // Names pushed since the tree was rendered have already reached the old one.
+    // Names pushed since the tree was rendered have already reached the old one; unread
+    // counts are each person's own (a pushed tree carries none), so they stay as they are.
     tree.querySelectorAll(".thread-label[id]").forEach(function (label) {
       const twin = fresh.querySelector("#" + CSS.escape(label.id));
       if (twin) twin.textContent = label.textContent;
     });
+    keepBadges(tree, fresh);
     tree.replaceWith(fresh);
     htmx.process(fresh);
     markCurrentThread(fresh);
   }
+  function keepBadges(tree, fresh) {
+    tree.querySelectorAll(".unread-badge[id]").forEach(function (badge) {
+      const twin = fresh.querySelector("#" + CSS.escape(badge.id));
+      if (twin) twin.replaceWith(badge.cloneNode(true));
+    });
+  }
   document.addEventListener("htmx:oobBeforeSwap", function (evt) {
     const target = evt.detail.target;
     if (!target || target.id !== "thread-tree") return;
+    keepBadges(target, evt.detail.fragment);
     if (!target.querySelector(".rename-form:not([hidden])")) return;
     const incoming = evt.detail.fragment.querySelector("#thread-tree") || evt.detail.fragment.firstElementChild;
     if (incoming) {

@@ -304,11 +304,13 @@ def publish_posted_on_commit(*, message: Message) -> None:
     for a room of one."""
 
     def events_of():
-        fresh = Message.objects.select_related("thread__session", "author").get(pk=message.pk)
-        audience = audience_of(fresh).get("audience")
-        people = _people(session_id=fresh.thread.session_id, audience=audience)
+        people = _people(session_id=message.thread.session_id)  # one query for a room of one
         if len(people) < 2:
             return []
+        fresh = Message.objects.select_related("thread__session", "author").get(pk=message.pk)
+        audience = audience_of(fresh).get("audience")
+        if audience is not None:
+            people = [person for person in people if person.pk in audience]
         mentions = mentioned_people(session=fresh.thread.session, text=fresh.text)
         return [
             (
