@@ -51,10 +51,15 @@ DIGEST_RULES = (
 )
 
 
-def digest_for_return(*, thread: Thread, user, seen_before: int) -> Digest | None:
+def digest_for_return(
+    *, thread: Thread, user, seen_before: int, shared: bool | None = None
+) -> Digest | None:
     """The digest of what `user` missed since `seen_before`, asked for now if there is
-    enough of it (once per person and return) — or None: a room of one, too little new."""
-    if not Membership.objects.filter(session_id=thread.session_id).exists():
+    enough of it (once per person and return) — or None: a room of one, too little new.
+    `shared`: whether others are in the room, when the caller knows."""
+    if shared is None:
+        shared = Membership.objects.filter(session_id=thread.session_id).exists()
+    if not shared:
         return None
     existing = Digest.objects.filter(thread=thread, user=user, after_seq=seen_before).first()
     if existing is not None:

@@ -7,7 +7,7 @@ from collections.abc import Iterable
 
 from django.template.loader import render_to_string
 from django.urls import reverse
-from django.utils.html import format_html
+from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString, mark_safe
 
 from apps.chat.display import frames
@@ -287,13 +287,26 @@ def _strip_context(session, usage: UsageSummary) -> dict:
     return {"session": session, "usage": usage, "provider_label": label}
 
 
-def render_unread_badge(thread_id: int, *, user, item: Thread | None = None) -> SafeString:
+def render_unread_badge(
+    thread_id: int, *, user, item: Thread | None = None, anywhere: bool = False
+) -> SafeString:
     """One thread's count of what `user` has not read, for their sidebars, as an out-of-band
     fragment (cheaper than the whole tree when many replies settle at once); `item`: the
-    thread with `unread`, when the caller has read it."""
+    thread with `unread`, when the caller has read it. `anywhere`: for every page of theirs,
+    applied by the page's script only where it shows the thread (pages of other sessions
+    have no such badge)."""
     item = thread_unread(thread_id=thread_id, user=user) if item is None else item
-    context = {"item": item, "oob": True}
-    return mark_safe(render_to_string("chat/_unread_badge.html", context))  # noqa: S308
+    html = render_to_string("chat/_unread_badge.html", {"item": item, "oob": not anywhere})
+    return mark_safe(badge_updates([html]) if anywhere else html)  # noqa: S308
+
+
+def badge_updates(badges: list[str]) -> str:
+    """Badges for every page of a person, each replacing its twin where a page has one."""
+    return format_html_join(
+        "",
+        '<div id="turn-notices" hx-swap-oob="beforeend"><div class="badge-update">{}</div></div>',
+        ((mark_safe(badge),) for badge in badges),  # noqa: S308  (rendered templates)
+    )
 
 
 def render_turn_finished(thread: Thread, *, user) -> SafeString:
@@ -402,7 +415,7 @@ def render_someone_posted(message: Message, *, user, mentioned: bool) -> SafeStr
             "always": mentioned,
         },
     }
-    badge = render_unread_badge(thread.pk, user=user)
+    badge = render_unread_badge(thread.pk, user=user, anywhere=True)
     return mark_safe(badge + render_to_string("chat/_owner_update.html", context))  # noqa: S308
 
 

@@ -258,11 +258,13 @@ def settled_counts_events(*, thread_ids: list[int]) -> list[tuple[str, dict]]:
         people = _people(session_id=session.pk)
         for person in people:
             unread = threads_unread(thread_ids=ids, user=person)
-            badges = "".join(render_unread_badge(t.pk, user=person, item=t) for t in unread)
             if len(people) == 1:  # a room of one: its badges go with the strip, as one push
-                strip += badges
-            else:
-                pushes.append((user_group(person.pk), html_event(badges)))
+                strip += "".join(render_unread_badge(t.pk, user=person, item=t) for t in unread)
+            else:  # each person's own, to every page of theirs
+                badges = (
+                    render_unread_badge(t.pk, user=person, item=t, anywhere=True) for t in unread
+                )
+                pushes.append((user_group(person.pk), html_event("".join(badges))))
         pushes.append((session_group(session.public_id), html_event(strip)))
         pushes += [
             (
@@ -332,9 +334,9 @@ def publish_seen_on_commit(*, thread: Thread, user_id: int) -> None:
 
     def events_of():
         person = get_user_model().objects.get(pk=user_id)
-        html = render_unread_badge(thread.pk, user=person) + render_session_unread_badge(
-            thread.session_id, user=person
-        )
+        html = render_unread_badge(
+            thread.pk, user=person, anywhere=True
+        ) + render_session_unread_badge(thread.session_id, user=person)
         return [(user_group(user_id), html_event(html))]
 
     _send_on_commit(events_of)

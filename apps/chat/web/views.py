@@ -204,7 +204,10 @@ def thread_detail(request, thread):
     session = thread.session
     page, later = _opening_page(request, thread)
     seen_before = threads.thread_mark_seen(thread=thread, user=request.user)
-    digest = digests.digest_for_return(thread=thread, user=request.user, seen_before=seen_before)
+    room = room_context(request, session)
+    digest = digests.digest_for_return(
+        thread=thread, user=request.user, seen_before=seen_before, shared=room["shared"]
+    )
     usage, own_usage = session_and_thread_usage(session=session, thread=thread)
     chat = chat_context(session=session, thread=thread, usage=usage)
     roles = {link.role.handle: link.role for link in chat["links"]}
@@ -213,7 +216,7 @@ def thread_detail(request, thread):
         **thread_status_context(thread, empty=thread.next_seq == 1),
         **_page_context(thread, page, roles=roles),
         "tree": thread_tree(session=session, user=request.user),
-        **room_context(request, session),
+        **room,
         **digest_context(digest),
         "form": MessageForm(),
         "slash_commands": command_list(),
