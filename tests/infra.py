@@ -10,6 +10,7 @@ from __future__ import annotations
 import ipaddress
 import os
 import socket
+import sys
 import uuid
 from pathlib import Path
 
@@ -96,6 +97,8 @@ def pytest_report_header(config):
 def pytest_unconfigure(config):
     socket.socket.connect = _real_connect
     socket.socket.connect_ex = _real_connect_ex
+    if "apps.chat.live.hub" in sys.modules:  # its subscription, before Redis goes away
+        sys.modules["apps.chat.live.hub"].stream_hub_stop()
     if _embedded is not None:
         _embedded.stop()
     from django.conf import settings

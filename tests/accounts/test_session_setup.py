@@ -74,7 +74,7 @@ def test_update_memory_appends_into_a_json_memory(alice_thread):
     session.memory = '{"budget": "small"}'
     session.save()
     context = ToolContext(
-        session_id=session.pk, thread_id=alice_thread.pk, message_id=0,
+        session_id=session.pk, thread_id=alice_thread.pk, reply_pk=0,
         role_handle="director", can_write=True,
     )  # fmt: skip
     run_tool(context, ToolCall(id="1", name="update_memory", arguments={"text": "Shoot in March"}))

@@ -124,3 +124,19 @@ def test_tool_arguments_are_validated(alice_thread):
     message_post(thread=alice_thread, author=alice_thread.session.owner, text="the harbour at dawn")
     found = run_tool(context, ToolCall("5", "search_transcript", {"query": "HARBOUR"}))
     assert "[User]: the harbour at dawn" in found
+
+
+def test_read_messages_reads_several_in_one_call_by_message_number(alice_thread):
+    from apps.chat.models import Message
+
+    posted = message_post(thread=alice_thread, author=alice_thread.session.owner, text="first")
+    Message.objects.filter(pk=posted.replies[0].pk).update(
+        status="done", content=[{"type": "text", "text": "An answer."}]
+    )
+    context = ToolContext(alice_thread.session_id, alice_thread.pk, 0, "assistant", False)
+    read = ToolCall(id="t1", name="read_messages", arguments={"numbers": [1, "#2", 99]})
+    expected = "#1 [User]:\nfirst\n\n#2 [Assistant]:\nAn answer.\n\n"
+    assert run_tool(context, read) == expected + "#99: no such message in this thread."
+    for bad in ([], ["one"], [0], [True]):
+        with pytest.raises(ValueError, match="message number"):
+            run_tool(context, ToolCall(id="t2", name="read_messages", arguments={"numbers": bad}))

@@ -16,7 +16,7 @@ pytestmark = pytest.mark.django_db
 
 def context_for(thread, handle="visual_architect", can_write=False) -> ToolContext:
     return ToolContext(
-        session_id=thread.session_id, thread_id=thread.pk, message_id=0,
+        session_id=thread.session_id, thread_id=thread.pk, reply_pk=0,
         role_handle=handle, can_write=can_write,
     )  # fmt: skip
 
@@ -120,18 +120,3 @@ def test_the_file_tools_read_search_and_write_with_permissions(alice_thread):
         run_tool(writer, call("write_file", path="../../etc/x", content="hi"))
     with pytest.raises(ValueError, match="line number"):
         run_tool(reader, call("read_file", path="scene.md", start_line=0))
-
-
-def test_read_messages_reads_several_in_one_call(alice_thread):
-    from apps.chat.council.posting import message_post
-    from apps.chat.models import Message
-
-    posted = message_post(thread=alice_thread, author=alice_thread.session.owner, text="first")
-    Message.objects.filter(pk=posted.replies[0].pk).update(
-        status="done", content=[{"type": "text", "text": "An answer."}]
-    )
-    out = run_tool(context_for(alice_thread), call("read_messages", numbers=[1, 2, 99]))
-    expected = "#1 [User]:\nfirst\n\n#2 [Assistant]:\nAn answer.\n\n"
-    assert out == expected + "#99: no such message in this thread."
-    with pytest.raises(ValueError, match="non-empty list"):
-        run_tool(context_for(alice_thread), call("read_messages", numbers=["1"]))

@@ -122,7 +122,7 @@ def test_a_sessions_servers_offer_namespaced_tools_with_read_and_write_rights(al
     )  # fmt: skip
 
     def context(can_write):
-        return ToolContext(session_id=session.pk, thread_id=alice_thread.pk, message_id=0,
+        return ToolContext(session_id=session.pk, thread_id=alice_thread.pk, reply_pk=0,
                            role_handle="visual_architect", can_write=can_write)  # fmt: skip
 
     planned = run_tool(context(False), ToolCall("1", "local__echo", {"text": "hi"}))

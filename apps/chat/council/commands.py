@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any, Protocol
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
@@ -36,12 +37,21 @@ from apps.roles.routing import mentions
 COMMAND = re.compile(r"^/([A-Za-z]+)(?:\s+(.*))?$", re.S)
 
 
+class CommandRun(Protocol):
+    """What a command is: it runs in a thread of a session for its author, with the text
+    after its name, and says what it did as a posted notice (or raises ValidationError)."""
+
+    def __call__(
+        self, *, thread: Thread, session: Session, author: Any, argument: str
+    ) -> PostedMessage: ...
+
+
 @dataclass(frozen=True)
 class Command:
     name: str
     usage: str
     summary: str
-    run: Callable[..., PostedMessage]
+    run: CommandRun
 
 
 COMMANDS: dict[str, Command] = {}
@@ -54,8 +64,10 @@ KEYS_HELP = (
 )
 
 
-def command(name: str, usage: str, summary: str):
-    def register(function):
+def command(name: str, usage: str, summary: str) -> Callable[[CommandRun], CommandRun]:
+    """Register a slash command (mypy checks its signature and what it returns)."""
+
+    def register(function: CommandRun) -> CommandRun:
         COMMANDS[name] = Command(name, usage, summary, function)
         return function
 
@@ -82,7 +94,7 @@ def is_command(text: str) -> bool:
     return bool(COMMAND.match(text)) and not text.startswith("//")
 
 
-def run_command(*, thread: Thread, author, text: str) -> PostedMessage:
+def run_command(*, thread: Thread, author: Any, text: str) -> PostedMessage:
     match = COMMAND.match(text)
     if match is None:
         raise ValidationError("That is not a command.", code="unknown_command")
@@ -143,7 +155,7 @@ def _session_handles(session: Session, argument: str, usage: str) -> list[str]:
 
 
 @command("help", "/help", "list the commands, keys and roles")
-def help_command(*, thread, session, author, argument):
+def help_command(*, thread: Thread, session: Session, author: Any, argument: str) -> PostedMessage:
     lines = ["**Commands**"]
     lines += [f"- `{entry['usage']}` — {entry['summary']}" for entry in command_list()]
     roster = ", ".join(
@@ -163,7 +175,9 @@ def help_command(*, thread, session, author, argument):
     return _notice(thread, "\n".join(lines))
 
 
-def _set_muted(session: Session, thread: Thread, argument: str, muted: bool, usage: str):
+def _set_muted(
+    session: Session, thread: Thread, argument: str, muted: bool, usage: str
+) -> PostedMessage:
     handles = _session_handles(session, argument, usage)
     session.session_roles.filter(role__handle__in=handles).update(muted=muted)
     events.publish_session_controls_on_commit(session=session)
@@ -176,12 +190,14 @@ def _set_muted(session: Session, thread: Thread, argument: str, muted: bool, usa
 
 
 @command("mute", "/mute @handle", "skip a role in every call (saves tokens)")
-def mute_command(*, thread, session, author, argument):
+def mute_command(*, thread: Thread, session: Session, author: Any, argument: str) -> PostedMessage:
     return _set_muted(session, thread, argument, True, "/mute @handle")
 
 
 @command("unmute", "/unmute @handle", "let a muted role take part again")
-def unmute_command(*, thread, session, author, argument):
+def unmute_command(
+    *, thread: Thread, session: Session, author: Any, argument: str
+) -> PostedMessage:
     return _set_muted(session, thread, argument, False, "/unmute @handle")
 
 
@@ -196,7 +212,7 @@ MODES = {
 
 
 @command("mode", "/mode sticky|broadcast|parallel|sequential", "who answers, and in which order")
-def mode_command(*, thread, session, author, argument):
+def mode_command(*, thread: Thread, session: Session, author: Any, argument: str) -> PostedMessage:
     mode = argument.lower()
     if mode not in MODES:
         raise ValidationError(
@@ -214,7 +230,9 @@ def mode_command(*, thread, session, author, argument):
 
 
 @command("rounds", "/rounds N", "let the roles continue among themselves for N rounds (0 = off)")
-def rounds_command(*, thread, session, author, argument):
+def rounds_command(
+    *, thread: Thread, session: Session, author: Any, argument: str
+) -> PostedMessage:
     limit = settings.PARLEY_MAX_AUTO_ROUNDS
     # ASCII digits only: str.isdigit() also accepts "²", which int() refuses.
     if not re.fullmatch(r"[0-9]{1,3}", argument) or int(argument) > limit:
@@ -233,13 +251,15 @@ def rounds_command(*, thread, session, author, argument):
 
 
 @command("new", "/new", "start a new chat in this session")
-def new_command(*, thread, session, author, argument):
+def new_command(*, thread: Thread, session: Session, author: Any, argument: str) -> PostedMessage:
     new_thread = thread_create(session=session)
     return PostedMessage(user_message=None, replies=[], redirect_to=new_thread)
 
 
 @command("rename", "/rename NAME", "rename this thread")
-def rename_command(*, thread, session, author, argument):
+def rename_command(
+    *, thread: Thread, session: Session, author: Any, argument: str
+) -> PostedMessage:
     if not argument:
         raise ValidationError("Give the new name: /rename NAME", code="bad_command")
     thread = thread_rename(thread=thread, label=argument)
@@ -247,7 +267,7 @@ def rename_command(*, thread, session, author, argument):
 
 
 @command("retry", "/retry", "run the last turn's failed or stopped replies again")
-def retry_command(*, thread, session, author, argument):
+def retry_command(*, thread: Thread, session: Session, author: Any, argument: str) -> PostedMessage:
     failed = replies_to_retry(thread=thread)
     if not failed:
         return _notice(thread, "Nothing to retry: every reply of the last turn finished.")
@@ -272,7 +292,9 @@ BUDGET_USAGE = "/budget N tokens | N s | stop PHRASE | off"
 
 
 @command("budget", BUDGET_USAGE, "also end auto-rounds at a token budget, a time or a phrase")
-def budget_command(*, thread, session, author, argument):
+def budget_command(
+    *, thread: Thread, session: Session, author: Any, argument: str
+) -> PostedMessage:
     match = BUDGET.fullmatch(argument.lower())
     if argument.lower() == "off":
         session.turn_token_budget = session.turn_time_limit = 0
@@ -301,7 +323,9 @@ def budget_command(*, thread, session, author, argument):
 
 
 @command("length", "/length short|normal|long|N [message]", "how long replies are (N words)")
-def length_command(*, thread, session, author, argument):
+def length_command(
+    *, thread: Thread, session: Session, author: Any, argument: str
+) -> PostedMessage:
     value, _, message = argument.partition(" ")
     try:
         length = parse_reply_length(value)
@@ -321,7 +345,9 @@ def length_command(*, thread, session, author, argument):
 
 
 @command("mentions", "/mentions on|off", "a reply that mentions @role has that role answer next")
-def mentions_command(*, thread, session, author, argument):
+def mentions_command(
+    *, thread: Thread, session: Session, author: Any, argument: str
+) -> PostedMessage:
     if argument.lower() not in ("on", "off"):
         raise ValidationError("Use /mentions on or /mentions off.", code="bad_command")
     session.ai_mentions = argument.lower() == "on"
@@ -336,7 +362,7 @@ def mentions_command(*, thread, session, author, argument):
 
 
 @command("queue", "/queue [clear]", "list the messages waiting for the current turn, or drop them")
-def queue_command(*, thread, session, author, argument):
+def queue_command(*, thread: Thread, session: Session, author: Any, argument: str) -> PostedMessage:
     queued = list(QueuedMessage.objects.filter(thread=thread))
     if argument.lower() == "clear":
         QueuedMessage.objects.filter(pk__in=[q.pk for q in queued]).delete()

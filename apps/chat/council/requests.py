@@ -224,7 +224,7 @@ def reply_setup(*, message: Message) -> ReplySetup:
         tool_context=ToolContext(
             session_id=session.pk,
             thread_id=message.thread_id,
-            message_id=message.pk,
+            reply_pk=message.pk,
             role_handle=message.speaker,
             can_write=bool(role and role.can_write),
         ),

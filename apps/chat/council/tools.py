@@ -36,16 +36,19 @@ class ToolRefused(Exception):
 class ToolContext:
     session_id: int
     thread_id: int
-    message_id: int
+    reply_pk: int  # the database key of the reply calling the tool (not a message number)
     role_handle: str
     can_write: bool
+
+
+ToolRun = Callable[[ToolContext, dict[str, Any]], str]
 
 
 @dataclass(frozen=True)
 class Tool:
     definition: ToolDefinition
     writes: bool
-    run: Callable[[ToolContext, dict[str, Any]], str]
+    run: ToolRun
 
 
 TOOLS: dict[str, Tool] = {}
@@ -58,11 +61,12 @@ def tool(
     *,
     writes: bool = False,
     optional: tuple[str, ...] = (),
-):
+) -> Callable[[ToolRun], ToolRun]:
+    """Register a built-in tool (mypy checks its signature and that it returns text)."""
     required = [parameter for parameter in parameters if parameter not in optional]
     schema = {"type": "object", "properties": parameters, "required": required}
 
-    def register(function):
+    def register(function: ToolRun) -> ToolRun:
         TOOLS[name] = Tool(ToolDefinition(name, description, schema), writes, function)
         return function
 
@@ -174,9 +178,25 @@ def _heard(context: ToolContext, thread: Thread) -> list:
     ]
 
 
+def message_number(seq: int) -> str:
+    """How every tool names a message to the models: its number in the thread, "#12"."""
+    return f"#{seq}"
+
+
+def parse_message_number(value: Any) -> int:
+    """A message number as a model gives it back: 12, or "#12"."""
+    if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+        return value
+    text = str(value).strip().removeprefix("#") if isinstance(value, str) else ""
+    if text.isascii() and text.isdigit() and int(text) > 0:
+        return int(text)
+    raise ValueError(f"{value!r} is not a message number: use the #N search_transcript shows.")
+
+
 @tool(
     "search_transcript",
-    "Search this thread's transcript (case-insensitive) and return matching messages.",
+    "Search this thread's transcript (case-insensitive) and return matching messages, each "
+    "with its message number (#N), which read_messages takes.",
     {"query": {"type": "string", "description": "Words to look for."}},
 )
 def search_transcript(context: ToolContext, arguments: dict) -> str:
@@ -191,24 +211,28 @@ def search_transcript(context: ToolContext, arguments: dict) -> str:
         text = " ".join(message.text.split())
         start = max(0, text.lower().find(query) - 80)
         snippet = ("…" if start else "") + text[start : start + 240]
-        lines.append(f"#{message.seq} [{names.get(message.speaker, message.speaker)}]: {snippet}")
+        speaker = names.get(message.speaker, message.speaker)
+        lines.append(f"{message_number(message.seq)} [{speaker}]: {snippet}")
     return f"{len(hits)} matching message(s):\n" + "\n".join(lines)
 
 
 @tool(
     "read_messages",
-    "Read several messages of this thread in full, by their numbers (#seq, as search_transcript "
-    f"shows them), in one call (at most {MAX_SEARCH_RESULTS}).",
-    {"numbers": {"type": "array", "items": {"type": "integer"}, "description": "Message numbers."}},
+    "Read several messages of this thread in full, by their message numbers (#N, as "
+    f"search_transcript shows them), in one call (at most {MAX_SEARCH_RESULTS}).",
+    {
+        "numbers": {
+            "type": "array",
+            "items": {"type": "integer"},
+            "description": "Message numbers, e.g. [12, 15] for #12 and #15.",
+        }
+    },
 )
 def read_messages(context: ToolContext, arguments: dict) -> str:
-    numbers = arguments.get("numbers")
-    if (
-        not isinstance(numbers, list)
-        or not numbers
-        or not all(isinstance(n, int) and not isinstance(n, bool) for n in numbers)
-    ):
+    raw = arguments.get("numbers")
+    if not isinstance(raw, list) or not raw:
         raise ValueError("'numbers' must be a non-empty list of message numbers.")
+    numbers = [parse_message_number(value) for value in raw]
     if len(numbers) > MAX_SEARCH_RESULTS:
         raise ValueError(f"Read at most {MAX_SEARCH_RESULTS} messages per call.")
     thread = _thread(context)
@@ -218,10 +242,10 @@ def read_messages(context: ToolContext, arguments: dict) -> str:
     for number in numbers:
         message = by_seq.get(number)
         if message is None:
-            sections.append(f"#{number}: no such message in this thread.")
+            sections.append(f"{message_number(number)}: no such message in this thread.")
         else:
             speaker = names.get(message.speaker, message.speaker)
-            sections.append(f"#{number} [{speaker}]:\n{message.text}")
+            sections.append(f"{message_number(number)} [{speaker}]:\n{message.text}")
     return "\n\n".join(sections)
 
 
