@@ -152,26 +152,42 @@ def celery_worker(celery_worker_session, transactional_db):
     yield celery_worker_session
     from apps.chat.council.dispatch import wait_for_sends
     from apps.chat.council.replies import thread_interrupt
-    from apps.chat.models import IN_FLIGHT, Message, Thread
+    from apps.chat.models import IN_FLIGHT, Thread
 
     wait_for_sends()  # every task the test enqueued is in the broker
 
     for thread in Thread.objects.filter(messages__status__in=IN_FLIGHT).distinct():
         thread_interrupt(thread=thread)
-    from celery.worker import state as worker_state
-
-    deadline = time.monotonic() + 15
     # A task goes on after settling its message (the final push, the next stage of the turn):
     # wait for the worker to be idle too, or the next test's flush would race its queries.
-    while (
-        Message.objects.filter(status__in=IN_FLIGHT).exists()
-        or worker_state.active_requests
-        or worker_state.reserved_requests
-    ):
-        if time.monotonic() > deadline:
+    wait_worker_idle(timeout=15)
+
+
+def wait_worker_idle(timeout: float = 15, *, settled: bool = True) -> None:
+    """Wait until every task sent has reached the in-process worker and it has finished
+    them all (with `settled`, no reply in flight either): whatever a test's turn would still
+    do has been done — the event to wait for before checking that something did *not*
+    happen."""
+    from celery.worker import state as worker_state
+
+    from apps.chat.council.dispatch import wait_for_sends
+    from apps.chat.models import IN_FLIGHT, Message
+
+    wait_for_sends()
+    deadline = time.monotonic() + timeout
+    quiet = 0
+    while quiet < 3:  # idle on three looks in a row: a settle's follow-up task has been sent
+        busy = (
+            (settled and Message.objects.filter(status__in=IN_FLIGHT).exists())
+            or worker_state.active_requests
+            or worker_state.reserved_requests
+        )
+        quiet = 0 if busy else quiet + 1
+        if busy and time.monotonic() > deadline:
             faulthandler.dump_traceback(all_threads=True)  # show where a stuck reply waits
-            raise RuntimeError("Replies were still streaming 15 s after the test ended.")
+            raise RuntimeError(f"The worker was still busy after {timeout} s.")
         time.sleep(0.05)
+        wait_for_sends()
 
 
 class LiveServer:

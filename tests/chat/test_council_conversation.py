@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import itertools
 import json
-import time
 
 import pytest
 
@@ -27,7 +26,7 @@ from apps.chat.records.sessions import session_set_roles
 from apps.chat.records.threads import thread_create
 from apps.providers.emulator import Script
 from apps.roles.models import Role
-from tests.conftest import wait_settled, wait_until
+from tests.conftest import wait_settled, wait_until, wait_worker_idle
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -198,7 +197,7 @@ def test_a_token_budget_stops_the_rounds_with_a_notice(anthropic_thread, celery_
     assert len(autos) == 1  # two replies of ~102 tokens left room for one more, which crossed 250
     notice = Message.objects.get(thread=thread, kind=MessageKind.NOTICE)
     assert "the token budget was reached" in notice.text
-    time.sleep(0.5)
+    wait_worker_idle()
     assert len(emulator.requests) == 3
 
 
@@ -241,7 +240,7 @@ def test_a_stop_phrase_in_any_first_round_reply_stops_the_rounds(
     turn = Turn.objects.get(thread=thread)
     wait_until(lambda: Turn.objects.get(pk=turn.pk).stopped_because, timeout=20)
     assert Turn.objects.get(pk=turn.pk).stopped_because == "phrase"
-    time.sleep(0.5)
+    wait_worker_idle()
     assert not Message.objects.filter(turn=turn, stage=Stage.AUTO_ROUND).exists()
     assert "@editorial_architect said" in Message.objects.get(kind=MessageKind.NOTICE).text
     assert len(emulator.requests) == 2
@@ -274,7 +273,7 @@ def test_ai_mentions_off_leaves_a_directed_turn_alone(anthropic_thread, celery_w
     thread = with_roles(anthropic_thread, "editorial_architect", "visual_architect", auto_rounds=2)
     emulator.script(answer("editorial_architect", "Ask @visual_architect."))
     wait_settled(post(thread, "@editorial_architect hi").replies)
-    time.sleep(0.8)
+    wait_worker_idle()
     assert not Message.objects.filter(thread=thread, stage=Stage.AUTO_ROUND).exists()
 
 

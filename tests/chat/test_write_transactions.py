@@ -13,6 +13,7 @@ from django.db.backends.utils import CursorWrapper
 
 from apps.chat.council.posting import message_post
 from apps.chat.models import Message, MessageStatus
+from tests.conftest import wait_worker_idle
 
 WRITES = ("INSERT", "UPDATE", "DELETE")
 
@@ -56,7 +57,7 @@ def settle(message_id: int) -> None:
     while Message.objects.get(pk=message_id).status != MessageStatus.DONE:
         assert time.monotonic() < deadline, "the reply did not settle"
         time.sleep(0.05)
-    time.sleep(0.5)  # what runs after the settle's commit
+    wait_worker_idle()  # what runs after the settle's commit has run
 
 
 @pytest.mark.django_db(transaction=True)
