@@ -200,6 +200,42 @@ def test_settings_apply_on_next_turn_during_a_stream(chat, slow_demo, emulated_a
     expect(chat.locator("#summary-strip")).to_contain_text("Emulated Anthropic")
 
 
+def test_settings_applied_now_restart_the_stream_and_keep_the_old_text(chat, slow_demo):
+    send(chat, "Tell me about the harbour")
+    reply = bubble(chat, "assistant")
+    expect(reply).to_have_attribute("data-status", "streaming", timeout=10_000)
+    expect(reply).to_contain_text("Demo reply", timeout=10_000)  # some text has streamed
+    chat.get_by_role("button", name="Session settings").click()
+    dialog = chat.get_by_role("dialog")
+    dialog.get_by_role("tab", name="Context").click()
+    dialog.get_by_label("Your persona").fill("I make documentaries.")
+    dialog.get_by_role("button", name="Save").click()
+    apply_now = dialog.get_by_role("button", name="Apply now (restart stream)")
+    expect(apply_now).to_be_visible()
+    text = reply.locator(".stream-text")
+    shown = len(text.text_content() or "")
+    assert shown > 20
+    apply_now.click()
+    expect(dialog).to_be_hidden(timeout=5_000)
+    # The same bubble streams again from the start (its text shorter than what it had shown);
+    # once done, what it had said is an earlier version.
+    chat.wait_for_function(
+        "([id, shown]) => { const el = document.getElementById(id);"
+        " return el && el.textContent.length < shown; }",
+        arg=[f"{reply.get_attribute('id')}-text", shown],
+        timeout=15_000,
+    )
+    wait_done(reply, timeout=30_000)
+    expect(reply.locator(".msg-versions summary")).to_have_text("Earlier versions (1)")
+    message = Message.objects.get(speaker="assistant")
+    (earlier,) = message.alternatives
+    assert earlier["status"] == "interrupted"  # the run that was stopped for the new settings
+    old = "".join(part.get("text", "") for part in earlier["content"])
+    assert "Demo reply" in old and "Demo reply" in message.text and len(message.text) > len(old)
+    reply.locator(".msg-versions summary").click()
+    expect(reply.locator(".msg-version")).to_contain_text("from Assistant — no model was called")
+
+
 def test_leave_during_a_stream_and_come_back_to_the_finished_reply(chat, slow_demo):
     send(chat, "Write me something long")
     expect(bubble(chat, "assistant")).to_have_attribute("data-status", "streaming", timeout=10_000)

@@ -80,6 +80,35 @@ async def test_deltas_arrive_in_order_and_the_stored_text_is_their_concatenation
     assert final.usage["output"] > 0 and final.ttft_ms is not None
 
 
+async def test_two_sessions_of_one_person_stream_at_once_each_exact(
+    alice, alice_thread, celery_worker, fast_demo
+):
+    """One person, two sessions, a reply streaming in each at the same time, a tab on each:
+    each tab gets its own reply's text exactly, and nothing of the other's."""
+    other = (await database_sync_to_async(session_create)(owner=alice, name="Second")).active_thread
+    cookie = await database_sync_to_async(session_cookie)(alice)
+    tabs = {}
+    for thread in (alice_thread, other):
+        tab = Tab()
+        communicator = await open_tab(cookie, thread)
+        await read_until(communicator, tab, lambda tab=tab: tab.synced)
+        tabs[thread.pk] = (communicator, tab)
+    replies = {}
+    for thread in (alice_thread, other):
+        _, replies[thread.pk] = await post(thread, alice, f"Walk me through thread {thread.pk}")
+    for thread_pk, (communicator, tab) in tabs.items():
+        reply_id = str(replies[thread_pk].public_id)
+        await read_until(communicator, tab, lambda t=tab, r=reply_id: t.status(r) == "done")
+    for thread_pk, (communicator, tab) in tabs.items():
+        await communicator.disconnect()
+        mine, theirs = (str(r.public_id) for r in sorted(
+            replies.values(), key=lambda r: r.thread_id != thread_pk
+        ))  # fmt: skip
+        final = await stored(replies[thread_pk])
+        assert tab.delta_text(mine) == final.text and final.status == MessageStatus.DONE
+        assert theirs not in tab.bubbles and not tab.delta_text(theirs)
+
+
 async def test_a_tab_joining_mid_stream_gets_the_snapshot_then_only_later_deltas(
     alice, alice_thread, celery_worker, slow_demo
 ):
