@@ -14,7 +14,7 @@ from apps.chat.models import (
     ThreadSummary,
     Turn,
 )
-from apps.chat.selectors import usage_totals
+from apps.chat.usage import usage_totals
 
 
 class SessionRoleInline(admin.TabularInline):

@@ -9,7 +9,8 @@ from apps.chat.council.posting import message_edit, message_post
 from apps.chat.models import Message, MessageStatus, Thread
 from apps.chat.records.naming import thread_name, unique_name
 from apps.chat.records.threads import thread_branch, thread_create, thread_rename
-from apps.chat.selectors import PAGE_SIZE, session_usage, thread_tree, transcript_messages
+from apps.chat.selectors import PAGE_SIZE, thread_tree, transcript_messages
+from apps.chat.usage import session_usage
 from apps.chat.web.forms import SessionSettingsForm
 from apps.providers.selectors import credentials_for_user
 from apps.roles.models import Role

@@ -11,8 +11,8 @@ from django.urls import reverse
 from apps.chat.models import Message, MessageStatus
 from apps.chat.records.threads import thread_create, thread_rename
 from apps.chat.search import search_session
-from apps.chat.selectors import (
-    PAGE_SIZE,
+from apps.chat.selectors import PAGE_SIZE
+from apps.chat.usage import (
     session_and_thread_usage,
     session_and_threads_usage,
     session_usage,
@@ -247,7 +247,9 @@ def test_the_counts_of_many_settled_threads_are_read_in_a_few_queries(
     threads = [alice_thread] + [thread_create(session=alice_thread.session) for _ in range(7)]
     for n, thread in enumerate(threads):
         reply(thread, input=100 * (n + 1), output=10)
-    with django_assert_max_num_queries(6):  # (one is who is in the room)
+    # (One is who is in the room; six are the session's and the threads' last turn, recent
+    # replies and models.)
+    with django_assert_max_num_queries(12):
         pushes = settled_counts_events(thread_ids=[thread.pk for thread in threads])
     html = "".join(event["html"] for _, event in pushes)
     assert html.count('id="thread-usage"') == len(threads)
@@ -257,3 +259,46 @@ def test_the_counts_of_many_settled_threads_are_read_in_a_few_queries(
     lines = [event["html"] for group, event in pushes if 'id="thread-usage"' in event["html"]]
     assert any("1 reply" in line for line in lines)
     assert "<dt>Tokens in / out</dt><dd>3600 / 80</dd>" in html  # 100 + 200 + … + 800 in
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_usage_line_shows_the_last_turn_recent_replies_and_a_switch_of_model(
+    alice, alice_thread, emulated_anthropic, emulator, celery_worker, fast_demo, client
+):
+    from apps.chat.council.posting import message_post
+    from apps.chat.records.sessions import session_set_provider
+    from apps.chat.usage import session_figures, threads_figures
+    from tests.conftest import wait_settled
+
+    wait_settled(message_post(thread=alice_thread, author=alice, text="@all first").replies)
+    session_set_provider(
+        session=alice_thread.session, credential=emulated_anthropic, model="claude-haiku-4-5"
+    )
+    last = message_post(thread=alice_thread, author=alice, text="@director @editorial_architect 2")
+    wait_settled(last.replies)
+
+    figures = threads_figures(thread_ids=[alice_thread.pk])[alice_thread.pk]
+    assert [(run.provider, run.model) for run in figures.models] == [
+        ("demo", "demo-1"),
+        ("anthropic", "claude-haiku-4-5"),
+    ]
+    assert figures.switched and figures.models[0].replies == 6
+    assert figures.last_turn.replies == 2  # the latest turn's replies, all of them
+    assert figures.last_turn.output_tokens == sum(
+        r.usage["output"] for r in wait_settled(last.replies)
+    )
+    assert figures.recent.replies == 8  # fewer than the window: every reply so far
+    assert (
+        threads_figures(thread_ids=[alice_thread.pk], count=3)[alice_thread.pk].recent.replies == 3
+    )
+    turn, recent = session_figures(session=alice_thread.session)
+    assert (turn.replies, recent.replies) == (2, 8)
+
+    client.force_login(alice)
+    page = client.get(f"/t/{alice_thread.public_id}/").content.decode()
+    line = page[
+        page.index('id="thread-usage"') : page.index("</dl>", page.index('id="thread-usage"'))
+    ]
+    assert "Models, in turn" in line and "demo · demo-1" in line
+    assert line.index("demo · demo-1") < line.index("anthropic · claude-haiku-4-5")
+    assert "Last turn</dt><dd>2 replies" in line and "Last 8 replies" in line

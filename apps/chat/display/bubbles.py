@@ -26,13 +26,18 @@ from apps.chat.models import (
 )
 from apps.chat.reading import session_unread, thread_unread
 from apps.chat.selectors import (
-    UsageSummary,
     round_state,
     session_links,
-    session_usage,
     thread_queue,
     thread_tree,
     turn_outcome,
+)
+from apps.chat.usage import (
+    RECENT_REPLIES,
+    ThreadFigures,
+    UsageSummary,
+    session_figures,
+    session_usage,
 )
 from apps.providers.pricing import PriceTable, format_money
 from apps.roles.models import Role
@@ -282,9 +287,18 @@ def session_controls_context(session, usage=None) -> dict:
 
 
 def _strip_context(session, usage: UsageSummary) -> dict:
-    """What the session's strip of figures shows."""
+    """What the session's strip of figures shows: its totals, its last turn, the averages of
+    its most recent replies."""
     label = session.credential.get_provider_display() if session.credential else "Demo"
-    return {"session": session, "usage": usage, "provider_label": label}
+    last_turn, recent = session_figures(session=session)
+    return {
+        "session": session,
+        "usage": usage,
+        "provider_label": label,
+        "last_turn": last_turn,
+        "recent": recent,
+        "recent_count": RECENT_REPLIES,
+    }
 
 
 def render_unread_badge(
@@ -348,9 +362,9 @@ def render_session_unread_badge(session_id: int, *, user) -> SafeString:
     return mark_safe(render_to_string("chat/_owner_update.html", context))  # noqa: S308
 
 
-def render_thread_usage(usage: UsageSummary) -> SafeString:
+def render_thread_usage(usage: UsageSummary, figures: ThreadFigures) -> SafeString:
     """A thread's own line of figures, as an out-of-band fragment for the tabs on it."""
-    context = {"thread_usage": usage, "oob": True}
+    context = {**thread_usage_context(usage, figures), "oob": True}
     return mark_safe(render_to_string("chat/_thread_usage.html", context))  # noqa: S308
 
 
@@ -467,3 +481,12 @@ def digest_context(digest) -> dict:
 def render_digest(digest) -> SafeString:
     context = {**digest_context(digest), "oob": True}
     return mark_safe(render_to_string("chat/_digest.html", context))  # noqa: S308
+
+
+def thread_usage_context(usage: UsageSummary, figures: ThreadFigures) -> dict:
+    """A thread's own line: its totals, its last turn, its recent replies and its models."""
+    return {
+        "thread_usage": usage,
+        "thread_figures": figures,
+        "recent_count": RECENT_REPLIES,
+    }

@@ -37,7 +37,7 @@ from apps.chat.display.bubbles import (
 )
 from apps.chat.models import Message, Session, Thread, Turn
 from apps.chat.reading import threads_unread
-from apps.chat.selectors import session_and_threads_usage
+from apps.chat.usage import session_and_threads_usage, threads_figures
 from apps.roles.models import Role
 
 # A settled bubble outranks every delta of its stream, whatever arrives late.
@@ -254,6 +254,7 @@ def settled_counts_events(*, thread_ids: list[int]) -> list[tuple[str, dict]]:
         session = session_threads[0].session
         ids = [thread.pk for thread in session_threads]
         total, own = session_and_threads_usage(session=session, thread_ids=ids)
+        figures = threads_figures(thread_ids=ids)
         strip: str = render_summary_strip(session, total)
         people = _people(session_id=session.pk)
         for person in people:
@@ -269,7 +270,7 @@ def settled_counts_events(*, thread_ids: list[int]) -> list[tuple[str, dict]]:
         pushes += [
             (
                 thread_group(thread.public_id),
-                html_event(render_thread_usage(own[thread.pk])),
+                html_event(render_thread_usage(own[thread.pk], figures[thread.pk])),
             )
             for thread in session_threads
         ]

@@ -22,6 +22,7 @@ from apps.chat.display.bubbles import (
     session_controls_context,
     shown_text,
     thread_status_context,
+    thread_usage_context,
 )
 from apps.chat.models import Session
 from apps.chat.reading import with_unread_sessions
@@ -29,7 +30,6 @@ from apps.chat.records import sessions, threads
 from apps.chat.search import search_session, search_sessions
 from apps.chat.selectors import (
     messages_for_user,
-    session_and_thread_usage,
     session_links,
     sessions_for_user,
     thread_in_flight_for_session,
@@ -39,6 +39,7 @@ from apps.chat.selectors import (
     transcript_page,
     transcript_page_around,
 )
+from apps.chat.usage import session_and_thread_usage, threads_figures
 from apps.chat.web.exports import export_html, export_json, export_markdown
 from apps.chat.web.forms import (
     MessageForm,
@@ -220,7 +221,7 @@ def thread_detail(request, thread):
         **digest_context(digest),
         "form": MessageForm(),
         "slash_commands": command_list(),
-        "thread_usage": own_usage,
+        **thread_usage_context(own_usage, threads_figures(thread_ids=[thread.pk])[thread.pk]),
         "later": later,
         "seen_seq": seen_before,
         "latest_seq": thread.next_seq - 1,
