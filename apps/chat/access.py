@@ -152,6 +152,7 @@ def mentioned_people(*, session: Session, text: str) -> set[int]:
     found = {people[handle].pk for handle in mentions(text) if handle in people}
     for person in people.values():
         name = person_name(person)
-        if re.search(rf"(?<!\w){re.escape(name)}(?!\w)", text, re.I):
+        # A whole word, not part of an e-mail address ("charlie@example.com").
+        if re.search(rf"(?<![\w@.]){re.escape(name)}(?![\w@])", text, re.I):
             found.add(person.pk)
     return found

@@ -173,3 +173,21 @@ def test_a_member_cannot_change_the_sessions_settings_by_command(room, bob):
         "/whisper @role @username message"
         in message_post(thread=room, author=bob, text="/help").notices[0].text
     )
+
+
+def test_a_mention_of_someone_by_username_or_name_notifies_them_always(room, alice, bob, charlie):
+    from apps.chat.access import mentioned_people
+    from apps.chat.display.bubbles import render_someone_posted
+
+    bob.first_name, bob.last_name = "Sam", "Rivera"
+    bob.save()
+    session = room.session
+    assert mentioned_people(session=session, text="what do you think, Sam Rivera?") == {bob.pk}
+    assert mentioned_people(session=session, text="@charlie and @nobody") == {charlie.pk}
+    assert mentioned_people(session=session, text="email charlie@example.com") == set()
+    posted = message_post(thread=room, author=alice, text="@director ask @charlie too")
+    for_charlie = render_someone_posted(posted.user_message, user=charlie, mentioned=True)
+    assert 'data-title="alice mentioned you"' in for_charlie and 'data-always="true"' in for_charlie
+    for_bob = render_someone_posted(posted.user_message, user=bob, mentioned=False)
+    assert 'data-title="alice wrote"' in for_bob and "data-always" not in for_bob
+    assert f'id="unread-{room.public_id}"' in for_bob  # their badge for the thread
