@@ -61,6 +61,38 @@ def leading_mentions(text: str) -> list[str]:
     return mentions(match.group(0)) if match else []
 
 
+WORD = re.compile(r"[a-z]{4,}")
+STOP_WORDS = {
+    "with", "from", "that", "this", "what", "when", "which", "your", "their", "about",
+    "should", "would", "could", "every", "there", "where", "have", "does", "into",
+}  # fmt: skip
+
+
+def _stems(text: str) -> set[str]:
+    """Words of four letters or more, cut to their first five: "lighting" meets "light"."""
+    return {word[:5] for word in WORD.findall(text.lower()) if word not in STOP_WORDS}
+
+
+def best_placed(
+    text: str, *, descriptions: dict[str, str], exclude: str = ""
+) -> tuple[str, str] | None:
+    """The role whose description a message's words match best — (handle, the matched word)
+    — when one clearly does: at least one word in common and more than any other role.
+    Rules only: no model is called."""
+    words = {word[:5]: word for word in reversed(WORD.findall(text.lower()))}
+    scores = []
+    for handle, description in descriptions.items():
+        if handle == exclude:
+            continue
+        matched = sorted(set(words) & _stems(description))
+        scores.append((len(matched), handle, matched))
+    scores.sort(key=lambda item: -item[0])
+    if not scores or scores[0][0] == 0 or (len(scores) > 1 and scores[1][0] == scores[0][0]):
+        return None
+    _, handle, matched = scores[0]
+    return handle, words[matched[0]]
+
+
 def route_message(
     text: str,
     *,

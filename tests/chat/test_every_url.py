@@ -58,6 +58,7 @@ def urls(w) -> list[tuple[str, str, dict, set[int]]]:
         ("post", reverse("chat:files_delete", kwargs=files), {"path": "notes.txt"}, {200}),
         ("post", reverse("chat:message_continue", kwargs={"message": r}), {}, {204}),
         ("post", reverse("chat:message_new_chat", kwargs={"message": m}), {}, {200}),
+        ("post", reverse("chat:message_unroute", kwargs={"message": m}), {}, {409}),
         ("post", reverse("chat:queued_edit", kwargs={"queued": q1}), {"text": "edited"}, {204}),
         ("post", reverse("chat:queued_cancel", kwargs={"queued": q2}), {}, {204}),
         ("post", reverse("chat:queued_send_now", kwargs={"queued": q1}), {}, {204}),

@@ -28,6 +28,7 @@ NEEDS = {
     "files_delete": "talk",
     "message_continue": "talk",
     "message_new_chat": "author",
+    "message_unroute": "talk",
     "queued_edit": "author",
     "queued_cancel": "author",
     "queued_send_now": "talk",

@@ -121,7 +121,7 @@ def run_command(*, thread: Thread, author: Any, text: str) -> PostedMessage:
 
 
 # Commands that change the session every thread of the room shares (the owner's to change).
-SESSION_COMMANDS = {"mute", "unmute", "mode", "rounds", "budget", "mentions"}
+SESSION_COMMANDS = {"mute", "unmute", "mode", "rounds", "budget", "mentions", "autoroute"}
 
 
 def _changes_the_session(name: str, argument: str) -> bool:
@@ -168,7 +168,8 @@ def help_command(*, thread: Thread, session: Session, author: Any, argument: str
         f"**Mode:** {session.addressing_mode}, {session.turn_mode} · "
         f"**Auto-rounds:** {session.auto_rounds} · {_budget_text(session)} · "
         f"**Reply length:** {session.reply_length} · "
-        f"**AI mentions:** {'on' if session.ai_mentions else 'off'}",
+        f"**AI mentions:** {'on' if session.ai_mentions else 'off'} · "
+        f"**Auto-route:** {'on' if session.auto_route else 'off'}",
         "",
         KEYS_HELP,
     ]
@@ -342,6 +343,26 @@ def length_command(
     words = reply_words(length)
     budget = f"under {words} words" if words else "as long as each role's own rules say"
     return _notice(thread, f"Reply length: **{length}** — replies are asked to stay {budget}.")
+
+
+@command(
+    "autoroute", "/autoroute on|off", "a message without a mention may go to the best-placed role"
+)
+def autoroute_command(
+    *, thread: Thread, session: Session, author: Any, argument: str
+) -> PostedMessage:
+    if argument.lower() not in ("on", "off"):
+        raise ValidationError("Use /autoroute on or /autoroute off.", code="bad_command")
+    session.auto_route = argument.lower() == "on"
+    session.save(update_fields=["auto_route", "updated_at"])
+    events.publish_session_controls_on_commit(session=session)
+    if not session.auto_route:
+        return _notice(thread, "Auto-route off: messages without a mention go where they did.")
+    return _notice(
+        thread,
+        "Auto-route on: a message without a mention that would go to the default role may go "
+        "to the role whose work it is about; the message says where it went, with an undo.",
+    )
 
 
 @command("mentions", "/mentions on|off", "a reply that mentions @role has that role answer next")

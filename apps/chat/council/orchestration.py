@@ -20,6 +20,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from apps.chat.council import rounds, topics
+from apps.chat.council.auto_route import auto_route
 from apps.chat.council.dispatch import dispatch
 from apps.chat.council.posted import PostedMessage
 from apps.chat.council.room_rules import Whisper, whisper_parse
@@ -158,6 +159,15 @@ def turn_start(
         )
     else:
         route = route_or_refuse(thread=thread, session=session, text=text, links=links)
+    routed = auto_route(session=session, links=links, text=text, route=route)
+    if routed:
+        target = next(link.role for link in links if link.role.handle == routed["to"])
+        handles = (target.handle,)
+        route = Route(
+            parallel=() if target.answers_last else handles,
+            last=handles if target.answers_last else (),
+            sticky=thread.sticky_handle,
+        )
     notices = routing_notices(route, links)
     roles = {link.role.handle: link.role for link in links}
     links_by_handle = {link.role.handle: link for link in links}
@@ -176,6 +186,7 @@ def turn_start(
         status=MessageStatus.DONE,
         client_token=client_token,
         topic=topics.topic_of(thread=thread, text=text),
+        routed=routed,
     )
     notice_messages = [
         notice_create(thread=thread, text=notice, seq=next(seqs)) for notice in notices

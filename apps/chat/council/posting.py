@@ -7,10 +7,11 @@ import uuid
 from django.core.exceptions import ValidationError
 from django.db import IntegrityError
 
-from apps.chat.council import orchestration
+from apps.chat.council import orchestration, replies
 from apps.chat.council.commands import is_command, run_command
 from apps.chat.council.posted import PostedMessage
 from apps.chat.council.room_rules import Whisper, budget_check, is_whisper, whisper_parse
+from apps.chat.display import events
 from apps.chat.models import Message, QueuedMessage, Thread
 from apps.chat.records.text import validate_message_text
 from apps.chat.records.threads import thread_branch
@@ -65,6 +66,21 @@ def _post(
     text = text.removeprefix("/") if text.startswith("//") else text
     return orchestration.message_enter(
         thread=thread, author=author, text=text, client_token=client_token, whisper=whisper
+    )
+
+
+def route_undo(*, message: Message, author) -> PostedMessage:
+    """Undo an auto-route: stop what the role it went to is saying and send the same text to
+    the role it was going to, by name."""
+    routed = message.routed or {}
+    if not message.is_user or not routed.get("to") or routed.get("undone"):
+        raise ValidationError("This message was not handed to another role.")
+    replies.thread_interrupt(thread=message.thread, by=author)
+    Message.objects.filter(pk=message.pk).update(routed={**routed, "undone": True})
+    message.routed = {**routed, "undone": True}
+    events.publish_message_replaced_on_commit(message=message, seq=events.SETTLED_SEQ)
+    return message_post(
+        thread=message.thread, author=author, text=f"@{routed['from']} {message.text}"
     )
 
 

@@ -89,6 +89,10 @@ class Session(models.Model):
     stop_phrase = models.CharField(
         max_length=80, blank=True, help_text="A reply containing it ends the auto-rounds."
     )
+    auto_route = models.BooleanField(
+        default=False,
+        help_text="A message without a mention may go to the role best placed to answer it.",
+    )
     ai_mentions = models.BooleanField(
         default=False, help_text="A reply that mentions @another_role has that role answer next."
     )
@@ -294,6 +298,10 @@ class Message(models.Model):
     client_token = models.UUIDField(
         null=True, blank=True, editable=False,
         help_text="The composer's token: a form sent twice posts one message.",
+    )  # fmt: skip
+    routed = models.JSONField(
+        default=dict, blank=True,
+        help_text="Auto-route: the role a message was handed to, why, and from whom.",
     )  # fmt: skip
     # A whisper: only `audience` (people) and `audience_roles` (role handles) see it, and the
     # replies to it are whispers to the same audience.

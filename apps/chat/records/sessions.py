@@ -116,6 +116,7 @@ class SettingsChange:
     turn_time_limit: int = 0
     stop_phrase: str = ""
     ai_mentions: bool = False
+    auto_route: bool = False
     mcp_servers: list | None = None  # None: leave the session's servers as they are
 
 
@@ -137,6 +138,7 @@ def session_save_settings(*, session: Session, change: SettingsChange) -> Sessio
         session.turn_time_limit = change.turn_time_limit
         session.stop_phrase = storable(" ".join(change.stop_phrase.split()))
         session.ai_mentions = change.ai_mentions
+        session.auto_route = change.auto_route
         session.save()
         if change.mcp_servers is not None:
             session.mcp_servers.set(change.mcp_servers)

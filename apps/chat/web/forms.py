@@ -162,6 +162,11 @@ class SessionSettingsForm(SessionSetupForm):
     ai_mentions = forms.BooleanField(
         required=False, label="A reply that mentions @another_role has that role answer next"
     )
+    auto_route = forms.BooleanField(
+        required=False,
+        label="Auto-route: a message without a mention may go to the role best placed to "
+        "answer it (you can undo each one)",
+    )
     mcp_servers = mcp_servers_field()
     tools = forms.MultipleChoiceField(
         required=False, widget=forms.CheckboxSelectMultiple, label="Tools"
@@ -194,6 +199,7 @@ class SessionSettingsForm(SessionSetupForm):
             "turn_time_limit": session.turn_time_limit,
             "stop_phrase": session.stop_phrase,
             "ai_mentions": session.ai_mentions,
+            "auto_route": session.auto_route,
             "mcp_servers": list(session.mcp_servers.all()),
             "tools": [name for name, _ in self.tool_choices if name not in session.disabled_tools],
             "roles": list(links),
@@ -296,4 +302,5 @@ class SessionSettingsForm(SessionSetupForm):
             turn_time_limit=data.get("turn_time_limit") or 0,
             stop_phrase=data.get("stop_phrase", ""),
             ai_mentions=data["ai_mentions"],
+            auto_route=data["auto_route"],
         )

@@ -67,6 +67,17 @@ def message_continue(request, message):
 
 
 @require_POST
+def message_unroute(request, message):
+    """Undo an auto-route: the message goes to the role it was going to instead."""
+    message = message_for(request, message, Need.TALK)
+    try:
+        posting.route_undo(message=message, author=request.user)
+    except ValidationError as exc:
+        return HttpResponse(" ".join(exc.messages), status=409)
+    return _back_to(request, message.thread)
+
+
+@require_POST
 def message_new_chat(request, message):
     """A message that looked like a new topic starts a new chat of the session, there."""
     message = message_for(request, message, Need.TALK)

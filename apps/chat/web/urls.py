@@ -53,6 +53,7 @@ urlpatterns = [
     path("m/<uuid:message>/edit/", views.message_edit, name="message_edit"),
     path("m/<uuid:message>/continue/", turn_views.message_continue, name="message_continue"),
     path("m/<uuid:message>/new-chat/", turn_views.message_new_chat, name="message_new_chat"),
+    path("m/<uuid:message>/unroute/", turn_views.message_unroute, name="message_unroute"),
     path("q/<uuid:queued>/send-now/", turn_views.queued_send_now, name="queued_send_now"),
     path("q/<uuid:queued>/edit/", turn_views.queued_edit, name="queued_edit"),
     path("q/<uuid:queued>/cancel/", turn_views.queued_cancel, name="queued_cancel"),
