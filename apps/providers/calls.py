@@ -17,6 +17,7 @@ from apps.providers import evidence
 from apps.providers.types import (
     ChatMessage,
     ChatRequest,
+    Milestone,
     ProviderAdapter,
     ProviderError,
     Stop,
@@ -142,7 +143,10 @@ async def converse(
                     ) from error
                 if not error.retryable or attempt == max_attempts - 1:
                     raise
-                await sleep(backoff_seconds(error, attempt))
+                wait = backoff_seconds(error, attempt)
+                reason = error.error_type or (f"HTTP {error.status}" if error.status else "error")
+                yield Milestone("retry", f"{reason}; again in {wait:.1f} s")
+                await sleep(wait)
 
         if stop.reason == "max_tokens":
             logger.warning(
@@ -151,6 +155,7 @@ async def converse(
             )  # fmt: skip
             if continuations < max_continuations:
                 continuations += 1
+                yield Milestone("continuation", f"length limit; continuation {continuations}")
                 if text:  # the model goes on from its own words (a cut tool call is redone)
                     messages += [
                         ChatMessage("assistant", ({"type": "text", "text": text},)),
@@ -163,6 +168,7 @@ async def converse(
         if calls and run_tool is not None and tool_rounds >= max_tool_rounds:
             # Out of tool rounds: one last call without tools, answering from what it has.
             logger.info("A %s reply reached the tool-round limit (%d)", request.model, tool_rounds)
+            yield Milestone("tool_limit", f"{tool_rounds} tool rounds: answering without tools")
             yield TextDelta(("\n\n" if text else "") + TOOL_LIMIT_NOTE.format(rounds=tool_rounds))
             if text:
                 messages.append(ChatMessage("assistant", ({"type": "text", "text": text},)))

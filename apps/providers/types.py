@@ -99,7 +99,16 @@ class Stop:
     continuations: int = 0  # calls made to continue the reply after the length limit
 
 
-StreamEvent = TextDelta | ToolCall | ToolResult | Usage | Stop
+@dataclass(frozen=True)
+class Milestone:
+    """Something that happened to a call besides its output, for the reply's event log: a
+    retry and why, a continuation after the length limit, the tool-round limit."""
+
+    kind: str
+    detail: str = ""
+
+
+StreamEvent = TextDelta | ToolCall | ToolResult | Usage | Stop | Milestone
 
 
 class ProviderError(Exception):

@@ -64,7 +64,7 @@ def test_a_returning_member_gets_one_digest_written_in_the_background(
 
 @pytest.mark.django_db
 def test_a_digest_links_its_citations_to_the_messages(alice, bob, alice_thread):
-    from apps.chat.display.bubbles import digest_context
+    from apps.chat.display.rooms import digest_context
 
     member_add(session=alice_thread.session, by=alice, username="bob")
     busy_room(alice, alice_thread)

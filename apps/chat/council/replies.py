@@ -279,7 +279,7 @@ def replies_recover(*, grace_seconds: int = livestate.LEASE_TTL_SECONDS) -> list
     return restarted
 
 
-def reply_hand_over(*, message_id: int, text: str) -> bool:
+def reply_hand_over(*, message_id: int, text: str, log: list[dict] | None = None) -> bool:
     """A stopping worker gives a streaming reply back (a deploy's SIGTERM): the text its tabs
     were shown is kept, the reply waits again, and its task goes to the other workers, whose
     run continues from that text — no lease to wait out, no word lost or repeated. The run
@@ -289,6 +289,7 @@ def reply_hand_over(*, message_id: int, text: str) -> bool:
             status=MessageStatus.QUEUED,
             content=[{"type": "text", "text": storable(text)}] if text else [],
             attempt=Greatest(F("attempt") - 1, 0),
+            **({"log": log} if log is not None else {}),
         )
         if handed:
             dispatch([Message(pk=message_id)])

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable
 
 from django.template.loader import render_to_string
@@ -11,6 +10,7 @@ from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString, mark_safe
 
 from apps.chat.display import frames
+from apps.chat.display.details import reply_details
 from apps.chat.display.markdown import render_markdown
 from apps.chat.models import (
     NOTICE_SPEAKER,
@@ -135,6 +135,7 @@ def bubble_context(
         "can_rerun": message.kind == MessageKind.CHAT and not message.is_user and not streaming,
         "earlier_versions": [] if streaming else earlier_versions(message),
         "figures": reply_figures(message, prices),
+        "details": None if streaming else reply_details(message),
     }
 
 
@@ -431,56 +432,6 @@ def render_someone_posted(message: Message, *, user, mentioned: bool) -> SafeStr
     }
     badge = render_unread_badge(thread.pk, user=user, anywhere=True)
     return mark_safe(badge + render_to_string("chat/_owner_update.html", context))  # noqa: S308
-
-
-def room_banner(*, left: bool) -> str:
-    """What a tab shows when its person is taken out of the room or given another role."""
-    text = (
-        "You are no longer in this room: the owner took you out, or you left."
-        if left
-        else "Your role in this room changed; reloading…"
-    )
-    return format_html(
-        '<div id="room-banner" class="room-banner" role="alert" hx-swap-oob="true">{} '
-        '<a href="{}">Your sessions</a></div>',
-        text,
-        reverse("chat:session_list"),
-    )
-
-
-def typing_fragment(*, user_id: int, name: str) -> str:
-    """One "is typing" signal for the thread's tabs; the page shows it for a few seconds."""
-    return format_html(
-        '<div id="typing-events" hx-swap-oob="beforeend"><span data-user="{}" data-name="{}">'
-        "</span></div>",
-        user_id,
-        name,
-    )
-
-
-DIGEST_CITATION = re.compile(r"\[#(\d+)\](?!\()")
-
-
-def digest_context(digest) -> dict:
-    """A digest's card: its text with each [#N] a link to that message of the thread."""
-    if digest is None or digest.status != "done":
-        return {"digest": digest, "digest_html": ""}
-    ids = dict(Message.objects.filter(thread_id=digest.thread_id).values_list("seq", "public_id"))
-    base = reverse("chat:thread_detail", kwargs={"thread": digest.thread.public_id})
-
-    def link(match: re.Match) -> str:
-        public_id = ids.get(int(match[1]))
-        return f"[#{match[1]}]({base}?at={public_id}#msg-{public_id})" if public_id else match[0]
-
-    return {
-        "digest": digest,
-        "digest_html": render_markdown(DIGEST_CITATION.sub(link, digest.text)),
-    }
-
-
-def render_digest(digest) -> SafeString:
-    context = {**digest_context(digest), "oob": True}
-    return mark_safe(render_to_string("chat/_digest.html", context))  # noqa: S308
 
 
 def thread_usage_context(usage: UsageSummary, figures: ThreadFigures) -> dict:

@@ -23,7 +23,6 @@ from apps.chat.access import mentioned_people, message_audience, room_users
 from apps.chat.display.bubbles import (
     bubble_fragments,
     removed_fragment,
-    render_digest,
     render_session_controls,
     render_session_unread_badge,
     render_someone_posted,
@@ -35,6 +34,7 @@ from apps.chat.display.bubbles import (
     render_turn_finished,
     render_unread_badge,
 )
+from apps.chat.display.rooms import render_digest
 from apps.chat.models import Message, Session, Thread, Turn
 from apps.chat.reading import threads_unread
 from apps.chat.usage import session_and_threads_usage, threads_figures

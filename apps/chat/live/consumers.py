@@ -40,7 +40,8 @@ from redis.exceptions import RedisError
 from apps.chat import livestate
 from apps.chat.access import Need
 from apps.chat.display import events, frames
-from apps.chat.display.bubbles import bubble_fragments, room_banner, typing_fragment
+from apps.chat.display.bubbles import bubble_fragments
+from apps.chat.display.rooms import room_banner, typing_fragment
 from apps.chat.live import presence
 from apps.chat.live.relay import relay
 from apps.chat.models import Thread

@@ -9,6 +9,7 @@ claim, request, stream, settle, and what the turn does next.
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import time
 import uuid
@@ -34,7 +35,15 @@ from apps.connectors import client as mcp_client
 from apps.providers.calls import converse
 from apps.providers.crypto import scrub
 from apps.providers.registry import get_adapter
-from apps.providers.types import ProviderError, Stop, TextDelta, ToolCall, ToolResult, Usage
+from apps.providers.types import (
+    Milestone,
+    ProviderError,
+    Stop,
+    TextDelta,
+    ToolCall,
+    ToolResult,
+    Usage,
+)
 
 logger = logging.getLogger(__name__)
 LEASE_WAIT_POLL_SECONDS = 0.1
@@ -109,6 +118,9 @@ async def _stream_claimed(hub: StreamHub, start: ReplyStart, lease: str) -> None
     # A taken-over reply keeps every word already shown and asks the model to go on from it.
     resume_text = await _resumed_text(hub, message) if resumed else ""
     live.resume_from(resume_text)
+    live.note("started", f"{message.provider} · {message.model}")
+    if resumed:
+        live.note("takeover", f"continues from {len(resume_text)} characters already shown")
     live.seq = await livestate.live_reset(hub.redis, live.message_id, resume_text)
     if start.streaming_event is not None:  # rendered with the claim: the bubble, streaming
         streaming = {**start.streaming_event, "seq": live.seq, "reset": False}
@@ -184,13 +196,18 @@ async def _stream_claimed(hub: StreamHub, start: ReplyStart, lease: str) -> None
                 if isinstance(event, TextDelta) and event.text:
                     if first_token_at is None:
                         first_token_at = time.monotonic()
+                        live.note("first_token")
                     if take(repeats.feed(event.text)):
+                        live.note("guard", "began another participant's turn: stopped there")
                         return  # it began another participant's turn: close the stream
                 elif isinstance(event, ToolCall | ToolResult):
                     if take(repeats.finish()):
                         return
                     live.add_part(event)
+                    _note_tool(live, event)
                     await show_tool_activity()
+                elif isinstance(event, Milestone):
+                    live.note(event.kind, event.detail)
                 elif isinstance(event, Usage):
                     usage = event
                 elif isinstance(event, Stop):
@@ -229,8 +246,11 @@ async def _stream_claimed(hub: StreamHub, start: ReplyStart, lease: str) -> None
     recorded = usage.as_dict()
     if repeats.trimmed:  # kept with the reply's usage: how often models restart their answer
         recorded["repeat_trimmed_chars"] = repeats.trimmed
+        live.note("trimmed", f"{repeats.trimmed} repeated characters dropped")
         logger.info("Reply %s: dropped %d repeated characters after a takeover",
                     live.message_id, repeats.trimmed)  # fmt: skip
+    ended = error[:200] if error else stop.reason if status == MessageStatus.DONE else ""
+    live.note(status, ended)
     ttft_ms = int((first_token_at - started) * 1000) if first_token_at else None
     duration_ms = int((time.monotonic() - started) * 1000)
     await _settle(
@@ -238,8 +258,18 @@ async def _stream_claimed(hub: StreamHub, start: ReplyStart, lease: str) -> None
         usage=recorded,
         ttft_ms=ttft_ms, duration_ms=duration_ms,
         stop_reason=TIMED_OUT if timed_out else stop.reason if status == MessageStatus.DONE else "",
-        continuations=stop.continuations,
+        continuations=stop.continuations, log=live.log,
     )  # fmt: skip
+
+
+def _note_tool(live: LiveReply, event: ToolCall | ToolResult) -> None:
+    """A tool call or result in the reply's event log, by its size (not its content)."""
+    if isinstance(event, ToolCall):
+        size = len(json.dumps(event.arguments, ensure_ascii=False))
+        live.note("tool_call", event.name, size=size)
+    else:
+        extra = {"trimmed_to": len(event.trimmed)} if event.trimmed else {}
+        live.note("tool_result", event.name, size=len(event.content), error=event.is_error, **extra)
 
 
 async def _hand_over(hub: StreamHub, live: LiveReply) -> None:
@@ -249,7 +279,8 @@ async def _hand_over(hub: StreamHub, live: LiveReply) -> None:
     await hub.flush(live)
     hub.leases.pop(live.message_pk, None)
     await livestate.lease_release(hub.redis, live.message_pk, live.lease)
-    await in_db_thread(reply_hand_over)(message_id=live.message_pk, text=live.text)
+    live.note("handed_over", "this worker stopped: another continues the reply")
+    await in_db_thread(reply_hand_over)(message_id=live.message_pk, text=live.text, log=live.log)
 
 
 async def _settle(

@@ -36,6 +36,15 @@ class LiveReply:
         self.stream_task: asyncio.Task | None = None  # what an interrupt cancels
         self.lease_lost = False  # another run took the reply over: stop without settling
         self.handed_over = False  # this worker is stopping: give the reply to another
+        # The reply's event log: kept in memory, written with its final state (never per
+        # token); an earlier run's entries (a takeover) come first.
+        self.log: list[dict[str, Any]] = list(message.log or [])
+        self.log_started = time.monotonic()
+
+    def note(self, event: str, detail: str = "", **extra: Any) -> None:
+        """Add an entry to the reply's event log, timed from this run's start."""
+        t = int((time.monotonic() - self.log_started) * 1000)
+        self.log.append({"t": t, "event": event, **({"detail": detail} if detail else {}), **extra})
 
     def resume_from(self, text: str) -> None:
         """Continue a reply taken over from a dead worker: `text` is already out everywhere."""

@@ -299,6 +299,11 @@ class Message(models.Model):
         null=True, blank=True, editable=False,
         help_text="The composer's token: a form sent twice posts one message.",
     )  # fmt: skip
+    log = models.JSONField(
+        default=list, blank=True,
+        help_text="A reply's event log: tool calls, retries, continuations, takeovers, its end "
+        "(t: ms after its run started).",
+    )  # fmt: skip
     routed = models.JSONField(
         default=dict, blank=True,
         help_text="Auto-route: the role a message was handed to, why, and from whom.",

@@ -153,8 +153,9 @@ def message_finish(
     duration_ms: int | None = None,
     stop_reason: str = "",
     continuations: int = 0,
+    log: list[dict] | None = None,
 ) -> Message:
-    """Store a reply's final state; the caller publishes the final push.
+    """Store a reply's final state (with its event log); the caller publishes the final push.
 
     Only a reply still in flight is settled: one that Stop already settled (its worker was
     unreachable) keeps that ending, with the fuller text this run has.
@@ -169,6 +170,7 @@ def message_finish(
         stop_reason=stop_reason,
         continuations=F("continuations") + continuations,
         finished_at=timezone.now(),
+        **({"log": log} if log is not None else {}),
     )
     if stop_reason == "max_tokens" and status == MessageStatus.DONE:
         logger.warning("Reply %s is cut off after %d continuation(s)", message_id, continuations)

@@ -16,7 +16,6 @@ from apps.chat.access import Need, rooms_for_user, visible_to
 from apps.chat.council import digests, lifecycle, posting, replies
 from apps.chat.council.commands import command_list
 from apps.chat.display.bubbles import (
-    digest_context,
     render_bubbles,
     render_thread_status,
     session_controls_context,
@@ -24,6 +23,7 @@ from apps.chat.display.bubbles import (
     thread_status_context,
     thread_usage_context,
 )
+from apps.chat.display.rooms import digest_context
 from apps.chat.models import Session
 from apps.chat.reading import with_unread_sessions
 from apps.chat.records import sessions, threads
