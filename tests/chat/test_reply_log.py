@@ -42,8 +42,11 @@ def test_a_replys_log_tells_its_retry_tools_continuation_and_end(
 
     html = str(render_bubbles([reply]))
     details = html[html.index('class="msg-details"') :]
-    for line in ("queued", "sent to a worker", "retried: overloaded_error", "called search_transcript",
-                 "search_transcript returned", "continued: length limit", "done"):  # fmt: skip
+    lines = [
+        "queued", "sent to a worker", "retried: overloaded_error", "called search_transcript",
+        "search_transcript returned", "continued: length limit", "done",
+    ]  # fmt: skip
+    for line in lines:
         assert line in details, line
     assert "from the cache" in details  # what the request used
     page = admin_client.get(f"/admin/chat/message/{reply.pk}/change/").content.decode()
