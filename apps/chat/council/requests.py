@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from django.contrib.auth import get_user_model
 
+from apps.chat.council.intent import format_rule, intent_of
 from apps.chat.council.prompting import (
     AUTO_ROUND_CUE,
     LAST_CUE,
@@ -147,16 +148,19 @@ def request_for_reply(
             transcript = transcript[ids.index(summary.covers_id) + 1 :]
             summary_text = summary.text
     turn = message.turn if message.turn_id else None
+    asked = next((entry.text for entry in reversed(transcript) if entry.is_user), "")
+    intent = _intent(turn, session, speaker, asked)
     cue = "\n\n".join(
         filter(
             None,
             [
                 _stage_cue(message, turn),
                 length_rule(reply_words((turn and turn.reply_length) or session.reply_length)),
+                format_rule(intent),
             ],
         )
     )
-    return build_role_request(
+    request = build_role_request(
         model=message.model,
         roster=[_roster_entry(role) for role in roles],
         speaker=_roster_entry(speaker),
@@ -170,6 +174,19 @@ def request_for_reply(
         output_rules=speaker.output_rules,
         max_tokens=default_max_tokens(message.model),
     )
+    if intent:  # the engine notes it in the reply's log (its Details)
+        request = replace(request, metadata={**request.metadata, "format": intent})
+    return request
+
+
+def _intent(turn: Turn | None, session, speaker: Role, asked: str) -> str:
+    """The shape the person's last message (`asked`) asks for — off when they set a reply
+    length (for the turn or the session) or the role has output rules of its own."""
+    if turn is None or speaker.output_rules.strip():
+        return ""
+    if turn.reply_length or (session.reply_length or "normal") != "normal":
+        return ""
+    return intent_of(asked)
 
 
 def _stage_cue(message: Message, turn: Turn | None) -> str:

@@ -13,6 +13,7 @@ LOG_WORDS = {
     "retry": "retried",
     "continuation": "continued",
     "tool_limit": "tool rounds used up",
+    "format": "answer shaped by intent",
     "guard": "stopped early",
     "trimmed": "repeat trimmed",
     "done": "done",

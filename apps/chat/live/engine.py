@@ -182,6 +182,8 @@ async def _stream_claimed(hub: StreamHub, start: ReplyStart, lease: str) -> None
                 message=message, summary=summary, transcript=start.transcript
             )
         assert request is not None
+        if request.metadata.get("format"):
+            live.note("format", f"asked for {request.metadata['format']}")
         released = message.turn_id is None
         stream = converse(
             adapter, request, api_key=api_key, base_url=base_url, run_tool=run_tool,

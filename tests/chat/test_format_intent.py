@@ -1,0 +1,65 @@
+"""Format by intent: rules tell a list, a comparison, an explanation, code or a short answer
+apart, and the matching rule goes in the reply's final instruction (after the cached
+prefix) — unless the person set a reply length or the role has output rules of its own."""
+
+from __future__ import annotations
+
+import pytest
+
+from apps.chat.council.intent import FORMAT_RULES, intent_of
+from apps.chat.council.posting import message_post
+from apps.chat.council.requests import request_for_reply
+from apps.roles.models import Role
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.mark.parametrize(
+    ("text", "intent"),
+    [
+        ("Give me 5 ideas for the opening shot", "list"),
+        ("@director what are some options for the title?", "list"),
+        ("Compare the 35mm and the 50mm lens for the chase", "comparison"),
+        ("steadicam vs dolly for this scene?", "comparison"),
+        ("Write a python function that parses the call sheet", "code"),
+        ("Why does the second act drag?", "explanation"),
+        ("Explain how the cut points work here", "explanation"),
+        ("Is the harbour scene at night?", "short"),
+        ("@visual_architect who lights the set?", "short"),
+        ("I love the harbour and the gulls and the long quiet morning light.", ""),
+    ],
+)
+def test_the_rules_tell_the_shapes_apart(text, intent):
+    assert intent_of(text) == intent
+
+
+def instruction(request) -> str:
+    return request.messages[-1].parts[0]["text"]
+
+
+@pytest.fixture
+def plain_role(alice_thread):
+    """The assistant without output rules of its own (the packs' roles all have some)."""
+    Role.objects.filter(handle="assistant").update(output_rules="")
+    return alice_thread
+
+
+def test_the_matching_rule_goes_in_the_final_instruction(plain_role, alice):
+    posted = message_post(thread=plain_role, author=alice, text="@assistant list 5 lens ideas")
+    request = request_for_reply(message=posted.replies[0])
+    assert FORMAT_RULES["list"] in instruction(request)
+    assert request.metadata["format"] == "list"
+    assert FORMAT_RULES["list"] not in str(request.system)  # after the cached prefix
+
+
+def test_no_format_rule_when_a_length_is_set_or_the_role_has_its_own_rules(plain_role, alice):
+    from apps.chat.records.threads import thread_create
+
+    posted = message_post(
+        thread=plain_role, author=alice, text="/length short @assistant list ideas"
+    )
+    assert FORMAT_RULES["list"] not in instruction(request_for_reply(message=posted.replies[0]))
+    fresh = thread_create(session=plain_role.session)  # the first turn is still running
+    posted = message_post(thread=fresh, author=alice, text="@director list 5 lens ideas")
+    request = request_for_reply(message=posted.replies[0])  # the director has output rules
+    assert FORMAT_RULES["list"] not in instruction(request) and "format" not in request.metadata
