@@ -188,6 +188,7 @@ async def test_sockets_open_for_the_room_and_close_for_everyone_else(
                          (None, 4401)):  # fmt: skip
         tab = await open_tab(cookie, alice_thread)
         assert await tab.receive_output(timeout=5) == {"type": "websocket.close", "code": code}
+        await tab.disconnect()
 
 
 @pytest.mark.django_db(transaction=True)
@@ -207,6 +208,7 @@ async def test_a_removed_members_open_tab_is_told_and_closed_at_once(alice, bob,
                 assert output["code"] == 4404
                 break
             frames.append(output.get("text", ""))
+    await tab.disconnect()
     assert any("You are no longer in this room" in frame for frame in frames)
     assert not await Membership.objects.filter(user=bob).aexists()
 

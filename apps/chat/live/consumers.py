@@ -319,9 +319,10 @@ class ThreadConsumer(GroupSocket):
         if beating is not None:
             beating.cancel()
         if entry is not None:
-            try:
-                await presence.leave(livestate.async_client(), self.session_id, entry)
-            except RedisError as exc:  # its entry lapses on its own
+            try:  # a goodbye never holds the socket's end up: the entry lapses on its own
+                async with asyncio.timeout(presence.PRESENCE_BEAT_SECONDS):
+                    await presence.leave(livestate.async_client(), self.session_id, entry)
+            except (RedisError, TimeoutError) as exc:
                 logger.warning("Could not say a tab left its room (%s)", exc)
 
     async def _beat_forever(self) -> None:
