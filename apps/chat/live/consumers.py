@@ -370,10 +370,18 @@ class ThreadConsumer(GroupSocket):
         if kind == "chat.state":
             return self._state(event)
         if kind == "chat.append":
-            for message_id in event["messages"]:
+            fragments, ids = event["fragments"], event["messages"]
+            if len(fragments) == len(ids):
+                # A new bubble announced after its reply's stream reached this tab (the
+                # worker can be quicker than the announcer): its first, empty state would
+                # wipe the text already shown.
+                fragments = [
+                    f for f, mid in zip(fragments, ids, strict=True) if not self.seen.get(mid)
+                ]
+            for message_id in ids:
                 self.seen.setdefault(message_id, 0)
             self.high_seq = max([self.high_seq, *event.get("seqs", ())])
-            return [frames.appended_to_transcript(fragment) for fragment in event["fragments"]]
+            return [frames.appended_to_transcript(fragment) for fragment in fragments]
         return super().fragments_of(event)
 
     def _delta(self, event: dict[str, Any]) -> list[str]:
