@@ -164,8 +164,7 @@ class SessionSettingsForm(SessionSetupForm):
     )
     auto_route = forms.BooleanField(
         required=False,
-        label="Auto-route: a message without a mention may go to the role best placed to "
-        "answer it (you can undo each one)",
+        label="Auto-route messages without a mention to the best-placed role",
     )
     mcp_servers = mcp_servers_field()
     tools = forms.MultipleChoiceField(
