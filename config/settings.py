@@ -60,6 +60,8 @@ INSTALLED_APPS = [
     "apps.workspace",
     "apps.connectors",
     "apps.chat",
+    "apps.api",
+    "ninja",  # its API docs page with the bundled Swagger UI (no CDN)
 ]
 
 MIDDLEWARE = [
@@ -208,6 +210,8 @@ PARLEY_CHECKPOINT_INTERVAL_MS = env_int("PARLEY_CHECKPOINT_INTERVAL_MS", 4000, m
 # Database threads of a worker's stream hub: they bound its database connections.
 PARLEY_WORKER_DB_THREADS = env_int("PARLEY_WORKER_DB_THREADS", 8, minimum=1)
 PARLEY_REPLY_TIMEOUT_SECONDS = env_int("PARLEY_REPLY_TIMEOUT_SECONDS", 900, minimum=5)
+# Requests per minute each API token may make (beyond it: 429 with Retry-After).
+PARLEY_API_RATE = env_str("PARLEY_API_RATE", "120/min")
 # Every worker looks for replies left behind (a dead worker, a lost task) when it starts and
 # then at this interval; 0 keeps only the look at start.
 PARLEY_RECOVERY_INTERVAL_SECONDS = env_int("PARLEY_RECOVERY_INTERVAL_SECONDS", 3, minimum=0)

@@ -1,8 +1,12 @@
 from django.contrib import admin
 from django.urls import include, path
 
+from apps.api.urls import api_urls
+
 urlpatterns = [
     path("admin/", admin.site.urls),
+    path("api/v1/", include((api_urls, "api"))),
+    path("", include("apps.api.urls")),
     path("", include("apps.accounts.urls")),
     path("", include("apps.providers.urls")),
     path("", include("apps.connectors.urls")),

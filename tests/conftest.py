@@ -192,6 +192,7 @@ def wait_worker_idle(timeout: float = 15, *, settled: bool = True) -> None:
 
 class LiveServer:
     def __init__(self, port: int):
+        self.port = port
         self.url = f"http://127.0.0.1:{port}"
         self.ws_url = f"ws://127.0.0.1:{port}"
 

@@ -20,3 +20,18 @@ def test_the_shared_layout_costs_less_than_the_naive_one():
         emulator.stop()
     assert shared.read > naive.read
     assert shared.cost < simultaneous.cost < naive.cost
+
+
+@pytest.mark.django_db
+def test_across_a_long_pause_parleys_ttl_choice_costs_less_than_either_fixed_ttl():
+    from bench.cache_layout import run_pause
+
+    emulator = Emulator(min_cache_tokens=1024).start_in_thread()
+    try:
+        costs = {
+            policy: asyncio.run(run_pause(emulator, policy, 8, paced=False)).cost
+            for policy in ("5m", "1h", "parley")
+        }
+    finally:
+        emulator.stop()
+    assert costs["parley"] < costs["5m"] and costs["parley"] < costs["1h"], costs

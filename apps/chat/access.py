@@ -113,13 +113,6 @@ def rooms_for_user(*, user) -> QuerySet[Session]:
     )
 
 
-def room_people(*, session_id: int) -> list[int]:
-    """Everyone in a session's room: its owner first, then members and viewers."""
-    owner = Session.objects.values_list("owner_id", flat=True).get(pk=session_id)
-    others = Membership.objects.filter(session_id=session_id).order_by("pk")
-    return [owner, *others.values_list("user_id", flat=True)]
-
-
 def room_users(*, session_id: int) -> list:
     """Everyone in a session's room as users, in one query."""
     joined = Membership.objects.filter(session_id=session_id).values("user_id")

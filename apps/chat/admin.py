@@ -2,6 +2,7 @@ from django.contrib import admin
 from django.template.response import TemplateResponse
 
 from apps.chat.models import (
+    ContextVersion,
     Digest,
     Membership,
     Message,
@@ -38,6 +39,20 @@ class SessionAdmin(admin.ModelAdmin):
     search_fields = ["name", "owner__username"]
     raw_id_fields = ["owner", "active_thread", "credential"]
     inlines = [SessionRoleInline, MembershipInline]
+
+
+@admin.register(ContextVersion)
+class ContextVersionAdmin(admin.ModelAdmin):
+    """Versions are history: read them here; restore one from the session's history page."""
+
+    list_display = ["session", "kind", "number", "name", "changed_by", "note", "created_at"]
+    list_filter = ["kind"]
+    search_fields = ["session__name", "name", "text"]
+    readonly_fields = ["session", "kind", "number", "name", "text", "author", "author_role",
+                       "note", "created_at"]  # fmt: skip
+
+    def has_add_permission(self, request):
+        return False
 
 
 @admin.register(Membership)
@@ -100,7 +115,7 @@ class MessageInline(admin.TabularInline):
 class ThreadAdmin(admin.ModelAdmin):
     list_display = ["__str__", "session", "parent", "updated_at"]
     search_fields = ["label", "session__name"]
-    raw_id_fields = ["session", "parent", "forked_from"]
+    raw_id_fields = ["session", "parent", "forked_from", "persona_version", "memory_version"]
     inlines = [MessageInline]
 
 

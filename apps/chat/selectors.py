@@ -45,7 +45,9 @@ def sessions_for_user(*, user, need: Need) -> QuerySet[Session]:
 
 
 def threads_for_user(*, user, need: Need) -> QuerySet[Thread]:
-    return Thread.objects.filter(session_q(user, need, "session__")).select_related("session")
+    return Thread.objects.filter(session_q(user, need, "session__")).select_related(
+        "session", "persona_version", "memory_version"
+    )
 
 
 def messages_for_user(*, user, need: Need) -> QuerySet[Message]:

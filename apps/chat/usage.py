@@ -217,20 +217,6 @@ class ModelRun:
     replies: int
 
 
-def models_used(*, thread: Thread) -> list[ModelRun]:
-    """Every provider and model the thread's settled replies used, in the order they were
-    first used (one query): a switch mid-thread shows as a second entry."""
-    rows = (
-        _finished_replies(thread=thread)
-        .values("provider", "model")
-        .annotate(first=Min("seq"), last=Max("seq"), n=Count("pk"))
-        .order_by("first")
-    )
-    return [
-        ModelRun(row["provider"], row["model"], row["first"], row["last"], row["n"]) for row in rows
-    ]
-
-
 @dataclass(frozen=True)
 class ThreadFigures:
     """What a thread's usage line shows besides its totals."""

@@ -7,10 +7,28 @@ from apps.providers.models import Credential, ModelPrice
 class CredentialAdmin(admin.ModelAdmin):
     """Keys are write-only: the admin shows the masked form and never the ciphertext."""
 
-    list_display = ["name", "owner", "provider", "masked_key", "base_url", "updated_at"]
+    list_display = [
+        "name",
+        "owner",
+        "provider",
+        "auth_style",
+        "masked_key",
+        "base_url",
+        "updated_at",
+    ]
     list_filter = ["provider"]
     search_fields = ["name", "owner__username"]
-    fields = ["owner", "name", "provider", "base_url", "masked_key"]
+    fields = [
+        "owner",
+        "name",
+        "provider",
+        "base_url",
+        "auth_style",
+        "auth_header",
+        "azure_deployment",
+        "azure_api_version",
+        "masked_key",
+    ]
     readonly_fields = ["masked_key"]
     raw_id_fields = ["owner"]
 

@@ -13,8 +13,10 @@ import random
 from collections.abc import AsyncGenerator, Awaitable, Callable
 from dataclasses import replace
 
-from apps.providers import evidence
+from apps.providers import evidence, tools_first
 from apps.providers.types import (
+    NO_AUTH,
+    Auth,
     ChatMessage,
     ChatRequest,
     Milestone,
@@ -69,13 +71,6 @@ def default_max_tokens(model: str) -> int:
     return 4096
 
 
-async def _run_one(run_tool: ToolRunner, call: ToolCall) -> tuple[str, bool]:
-    try:
-        return await run_tool(call), False
-    except Exception as exc:  # the model reads the error and can correct itself
-        return f"Error: {exc}", True
-
-
 def backoff_seconds(error: ProviderError, attempt: int) -> float:
     """Honour retry-after; otherwise exponential backoff with jitter."""
     if error.retry_after is not None:
@@ -89,6 +84,7 @@ async def converse(
     *,
     api_key: str = "",
     base_url: str = "",
+    auth: Auth = NO_AUTH,
     run_tool: ToolRunner | None = None,
     max_attempts: int = MAX_ATTEMPTS,
     max_continuations: int = MAX_CONTINUATIONS,
@@ -103,6 +99,14 @@ async def converse(
     With `resume_text` (a reply cut off when its worker died), the model is asked to continue
     that text: it goes in as the assistant's turn, followed by the continue instruction.
     """
+    if request.metadata.get("tools_first") and run_tool is not None and not resume_text:
+        async for event in gather_then_answer(
+            adapter, request, api_key=api_key, base_url=base_url, auth=auth, run_tool=run_tool,
+            max_attempts=max_attempts, max_tool_rounds=max_tool_rounds, sleep=sleep,
+            result_item_chars=result_item_chars, result_round_chars=result_round_chars,
+        ):  # fmt: skip
+            yield event
+        return
     messages = list(request.messages)
     if resume_text:
         messages += [
@@ -120,7 +124,10 @@ async def converse(
             text, calls, stop = "", [], Stop("other")
             try:
                 async for event in adapter.stream(
-                    replace(request, messages=tuple(messages)), api_key=api_key, base_url=base_url
+                    replace(request, messages=tuple(messages)),
+                    api_key=api_key,
+                    base_url=base_url,
+                    auth=auth,
                 ):
                     if isinstance(event, TextDelta):
                         text += event.text
@@ -184,31 +191,13 @@ async def converse(
             for call in calls:
                 yield call
             # A round's calls run together (each in its own database thread, as before).
-            outcomes = await asyncio.gather(*(_run_one(run_tool, call) for call in calls))
-            query = str(request.metadata.get("last_user_text", ""))
-            trimmed = evidence.trim_round(
-                [content for content, _ in outcomes], query=query,
+            results = await tools_first.run_round(
+                run_tool, calls, query=str(request.metadata.get("last_user_text", "")),
                 round_chars=result_round_chars, item_chars=result_item_chars,
             )  # fmt: skip
-            results = [
-                ToolResult(call.id, call.name, content, is_error, cut)
-                for call, (content, is_error), cut in zip(calls, outcomes, trimmed, strict=True)
-            ]
             for result in results:
                 yield result
-            assistant_parts = ([{"type": "text", "text": text}] if text else []) + [
-                {"type": "tool_call", "id": c.id, "name": c.name, "arguments": c.arguments}
-                for c in calls
-            ]
-            result_parts = [
-                {"type": "tool_result", "tool_call_id": r.tool_call_id, "name": r.name,
-                 "content": r.trimmed or r.content, "is_error": r.is_error}
-                for r in results
-            ]  # fmt: skip
-            messages += [
-                ChatMessage("assistant", tuple(assistant_parts)),
-                ChatMessage("user", tuple(result_parts)),
-            ]
+            messages += tools_first.tool_round_messages(calls, results, text=text)
             continue
 
         for call in calls:  # no runner: report the calls, run nothing
@@ -218,3 +207,99 @@ async def converse(
         yield usage
         yield replace(stop, continuations=continuations)
         return
+
+
+async def gather_then_answer(
+    adapter: ProviderAdapter,
+    request: ChatRequest,
+    *,
+    api_key: str,
+    base_url: str,
+    auth: Auth,
+    run_tool: ToolRunner,
+    max_attempts: int,
+    max_tool_rounds: int,
+    sleep: Callable[[float], Awaitable[None]],
+    result_item_chars: int,
+    result_round_chars: int,
+) -> AsyncGenerator[StreamEvent, None]:
+    """Tools first, then one answer from an evidence pack (see `tools_first`)."""
+
+    def stream(req: ChatRequest):
+        return adapter.stream(req, api_key=api_key, base_url=base_url, auth=auth)
+
+    query = str(request.metadata.get("last_user_text", ""))
+    base = list(request.messages)
+    messages = [*base[:-1], tools_first.with_instruction(base[-1], tools_first.TOOL_PHASE_PROMPT)]
+    usage, prose, rounds = Usage(), [], 0
+    gathered: list[tuple[ToolCall, ToolResult]] = []
+    while True:
+        outcome = tools_first.Round()
+        async for event in tools_first.one_round(
+            stream, replace(request, messages=tuple(messages)), outcome,
+            hold_chars=tools_first.HOLD_CHARS if rounds == 0 else None,
+            max_attempts=max_attempts, backoff=backoff_seconds, sleep=sleep,
+        ):  # fmt: skip
+            yield event
+        usage = usage + outcome.usage
+        if outcome.stop.reason == "max_tokens" and not outcome.shown:
+            request = replace(request, max_tokens=request.max_tokens * 2)  # room to finish
+            yield Milestone("continuation", "length limit while gathering: again, with room")
+            continue
+        if not outcome.calls:
+            if rounds == 0:  # it needed no tools: what it wrote is the answer
+                if not outcome.shown:
+                    yield TextDelta(outcome.text)
+                yield usage
+                yield outcome.stop
+                return
+            if outcome.text.strip().lower() not in tools_first.DONE_WORDS:
+                prose.append(outcome.text)
+            break
+        for call in outcome.calls:
+            yield call
+        if rounds >= max_tool_rounds:
+            yield Milestone("tool_limit", f"{rounds} tool rounds: answering from the evidence")
+            break
+        rounds += 1
+        results = await tools_first.run_round(
+            run_tool, outcome.calls, query=query, round_chars=result_round_chars,
+            item_chars=result_item_chars,
+        )  # fmt: skip
+        for result in results:
+            yield result
+        if outcome.shown:  # it answered, then called tools anyway: go on the interleaved way
+            yield Milestone("tools_first", "wrote an answer before calling tools: interleaved")
+            messages += tools_first.tool_round_messages(outcome.calls, results, text=outcome.text)
+            async for event in converse(
+                adapter, replace(request, messages=tuple(messages), metadata={
+                    **request.metadata, "tools_first": False}),
+                api_key=api_key, base_url=base_url, auth=auth, run_tool=run_tool,
+                max_attempts=max_attempts, max_tool_rounds=max_tool_rounds - rounds, sleep=sleep,
+                result_item_chars=result_item_chars, result_round_chars=result_round_chars,
+            ):  # fmt: skip
+                yield usage + event if isinstance(event, Usage) else event
+            return
+        if outcome.text.strip():
+            prose.append(outcome.text)
+        gathered += zip(outcome.calls, results, strict=True)
+        messages += tools_first.tool_round_messages(outcome.calls, results)
+    if prose:
+        yield Milestone("tool_prose", tools_first.prose_note(prose))
+    pack = tools_first.evidence_pack(gathered, query=query)
+    yield Milestone("synthesis", f"{len(gathered)} results in an evidence pack of {len(pack):,} "
+                                 f"characters")  # fmt: skip
+    synthesis = replace(
+        request,
+        messages=(
+            *base[:-1],
+            tools_first.with_instruction(base[-1], tools_first.SYNTHESIS_PROMPT.format(pack=pack)),
+        ),
+        metadata={**request.metadata, "tools_first": False, "synthesis": True},
+    )
+    # The tools stay defined (the cached prefix starts with them); a call is reported, not run.
+    async for event in converse(
+        adapter, synthesis, api_key=api_key, base_url=base_url, auth=auth, run_tool=None,
+        max_attempts=max_attempts, sleep=sleep,
+    ):  # fmt: skip
+        yield usage + event if isinstance(event, Usage) else event

@@ -4,14 +4,30 @@ from django.conf import settings
 from django.db import models
 
 from apps.providers import crypto
+from apps.providers.types import Auth
 
 
 class ProviderKind(models.TextChoices):
     ANTHROPIC = "anthropic", "Anthropic"
     OPENAI = "openai", "OpenAI"
     OPENAI_COMPATIBLE = "openai_compatible", "OpenAI-compatible server (Ollama, vLLM, LM Studio…)"
+    AZURE_OPENAI = "azure_openai", "Azure OpenAI"
     GEMINI = "gemini", "Google Gemini"
     DEMO = "demo", "Demo (no network)"
+
+
+class AuthStyle(models.TextChoices):
+    API_KEY = "api_key", "API key"
+    BEARER = "bearer", "Bearer token (a gateway in front of the provider)"
+    HEADER = "header", "Custom header (a gateway's own header)"
+
+
+# Which providers take which way of presenting the secret (Gemini and Azure: their own key).
+AUTH_STYLES_BY_PROVIDER = {
+    ProviderKind.ANTHROPIC: {AuthStyle.API_KEY, AuthStyle.BEARER, AuthStyle.HEADER},
+    ProviderKind.OPENAI: {AuthStyle.API_KEY, AuthStyle.BEARER, AuthStyle.HEADER},
+    ProviderKind.OPENAI_COMPATIBLE: {AuthStyle.API_KEY, AuthStyle.BEARER, AuthStyle.HEADER},
+}
 
 
 class Credential(models.Model):
@@ -23,7 +39,17 @@ class Credential(models.Model):
     )
     name = models.CharField(max_length=80)
     provider = models.CharField(max_length=32, choices=ProviderKind.choices)
-    base_url = models.URLField(blank=True, help_text="Needed for OpenAI-compatible servers.")
+    base_url = models.URLField(
+        blank=True, help_text="Needed for OpenAI-compatible servers; the endpoint for Azure."
+    )
+    auth_style = models.CharField(
+        "sent as", max_length=16, choices=AuthStyle.choices, default=AuthStyle.API_KEY
+    )
+    auth_header = models.CharField(
+        "header name", max_length=80, blank=True, help_text="For a custom header."
+    )
+    azure_deployment = models.CharField("deployment", max_length=120, blank=True)
+    azure_api_version = models.CharField("API version", max_length=32, blank=True)
     api_key_encrypted = models.TextField(blank=True, editable=False)
     key_last4 = models.CharField(max_length=4, blank=True, editable=False)
     created_at = models.DateTimeField(auto_now_add=True)
@@ -41,6 +67,15 @@ class Credential(models.Model):
     @property
     def masked_key(self) -> str:
         return crypto.mask(self.key_last4)
+
+    def auth(self) -> Auth:
+        """How the key is presented (not secret)."""
+        return Auth(
+            style=self.auth_style,  # type: ignore[arg-type]
+            header=self.auth_header,
+            deployment=self.azure_deployment,
+            api_version=self.azure_api_version,
+        )
 
     def api_key(self) -> str:
         """The plaintext key, for the call path to the SDK only."""

@@ -48,6 +48,11 @@ class PriceTable:
                 return price
         return None
 
+    @staticmethod
+    def one_hour_extra(price: Price) -> Decimal:
+        """What a 1-hour cache write costs per token beyond a 5-minute one."""
+        return ONE_HOUR_WRITE * price.input - price.cache_write
+
     def cost(self, provider: str, model: str, usage: Mapping) -> Cost | None:
         """What a reply's (or a sum of replies') usage cost; None when the model has no price."""
         price = self.price(provider, model)
@@ -59,15 +64,18 @@ class PriceTable:
             + tokens["output"] * price.output
             + tokens["cache_read"] * price.cache_read
             + tokens["cache_write"] * price.cache_write
+            + tokens["cache_write_1h"] * self.one_hour_extra(price)
         ) / MILLION
         saved = (
             tokens["cache_read"] * (price.input - price.cache_read)
             - tokens["cache_write"] * (price.cache_write - price.input)
+            - tokens["cache_write_1h"] * self.one_hour_extra(price)
         ) / MILLION
         return Cost(amount, saved)
 
 
-USAGE_KEYS = ("input", "output", "cache_read", "cache_write")
+USAGE_KEYS = ("input", "output", "cache_read", "cache_write", "cache_write_1h")
+ONE_HOUR_WRITE = 2  # Anthropic bills a 1-hour cache write at twice the input price
 
 
 def format_money(amount: Decimal | None) -> str:

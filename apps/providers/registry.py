@@ -9,13 +9,18 @@ from __future__ import annotations
 from apps.providers.adapters.anthropic import AnthropicAdapter
 from apps.providers.adapters.demo import DemoAdapter
 from apps.providers.adapters.gemini import GeminiAdapter
-from apps.providers.adapters.openai import OpenAIAdapter, OpenAICompatibleAdapter
+from apps.providers.adapters.openai import (
+    AzureOpenAIAdapter,
+    OpenAIAdapter,
+    OpenAICompatibleAdapter,
+)
 from apps.providers.types import ProviderAdapter
 
 _ADAPTERS: dict[str, ProviderAdapter] = {
     adapter.kind: adapter
     for adapter in (
         AnthropicAdapter(),
+        AzureOpenAIAdapter(),
         DemoAdapter(),
         GeminiAdapter(),
         OpenAIAdapter(),

@@ -33,6 +33,28 @@ class ToolDefinition:
     parameters: dict[str, Any]
 
 
+AuthStyle = Literal["api_key", "bearer", "header"]
+
+
+@dataclass(frozen=True)
+class Auth:
+    """How a credential's secret is presented, and where an Azure deployment lives.
+
+    The secret itself travels separately (`api_key`), so this is safe to log and to hash.
+    """
+
+    style: AuthStyle = "api_key"  # the provider's own header, a bearer token, or `header`
+    header: str = ""  # the custom header's name, for style "header"
+    deployment: str = ""  # Azure OpenAI only
+    api_version: str = ""  # Azure OpenAI only
+
+
+NO_AUTH = Auth()
+
+
+CacheTTL = Literal["5m", "1h"]
+
+
 @dataclass(frozen=True)
 class ChatRequest:
     model: str
@@ -41,6 +63,10 @@ class ChatRequest:
     tools: tuple[ToolDefinition, ...] = ()
     max_tokens: int = 4096
     stop_sequences: tuple[str, ...] = ()
+    # How long Anthropic keeps the cache entries written at the system block's breakpoint and
+    # at the messages' ("5m" or "1h"; a 1h breakpoint may not follow a 5m one).
+    system_cache_ttl: CacheTTL = "5m"
+    history_cache_ttl: CacheTTL = "5m"
     # Free-form hints for a provider; the demo adapter reads who is speaking from here.
     metadata: dict[str, Any] = field(default_factory=dict)
 
@@ -72,6 +98,7 @@ class Usage:
     output_tokens: int = 0
     cache_read_tokens: int = 0
     cache_write_tokens: int = 0
+    cache_write_1h_tokens: int = 0  # the part of the cache writes kept for an hour (billed at 2x)
 
     def as_dict(self) -> dict[str, int]:
         return {
@@ -79,6 +106,7 @@ class Usage:
             "output": self.output_tokens,
             "cache_read": self.cache_read_tokens,
             "cache_write": self.cache_write_tokens,
+            "cache_write_1h": self.cache_write_1h_tokens,
         }
 
     def __add__(self, other: Usage) -> Usage:
@@ -87,6 +115,7 @@ class Usage:
             self.output_tokens + other.output_tokens,
             self.cache_read_tokens + other.cache_read_tokens,
             self.cache_write_tokens + other.cache_write_tokens,
+            self.cache_write_1h_tokens + other.cache_write_1h_tokens,
         )
 
 
@@ -156,11 +185,13 @@ class ProviderAdapter(Protocol):
     fallback_models: tuple[str, ...]  # offered when the provider's model list is unavailable
 
     def stream(
-        self, request: ChatRequest, *, api_key: str = "", base_url: str = ""
+        self, request: ChatRequest, *, api_key: str = "", base_url: str = "", auth: Auth = NO_AUTH
     ) -> AsyncIterator[StreamEvent]:
         """Yield the reply's events; raise ProviderError when the call fails."""
         ...
 
-    async def list_models(self, *, api_key: str = "", base_url: str = "") -> list[str]:
+    async def list_models(
+        self, *, api_key: str = "", base_url: str = "", auth: Auth = NO_AUTH
+    ) -> list[str]:
         """The provider's model ids; raise ProviderError when the call fails."""
         ...

@@ -14,6 +14,8 @@ from apps.providers.forms import CredentialForm
 from apps.providers.registry import get_adapter
 from apps.providers.selectors import credentials_for_user
 
+EDITABLE = [name for name in CredentialForm.base_fields if name != "api_key"]
+
 
 @require_GET
 def credential_list(request):
@@ -26,20 +28,14 @@ def credential_edit(request, credential=None):
     instance = None
     if credential is not None:
         instance = get_object_or_404(credentials_for_user(user=request.user), public_id=credential)
-    initial = (
-        {"name": instance.name, "provider": instance.provider, "base_url": instance.base_url}
-        if instance
-        else {}
-    )
+    initial = {field: getattr(instance, field) for field in EDITABLE} if instance else {}
     form = CredentialForm(request.POST or None, initial=initial)
     if request.method == "POST" and form.is_valid():
         data = form.cleaned_data
         try:
             services.credential_save(
                 owner=request.user,
-                name=data["name"],
-                provider=data["provider"],
-                base_url=data["base_url"],
+                **{field: data[field] for field in EDITABLE},
                 # Editing with an empty key keeps the saved one.
                 api_key=data["api_key"] or (None if instance else ""),
                 credential=instance,

@@ -16,6 +16,17 @@
     }).observe(chatTop);
   }
 
+  // A "Copy" button beside a value shown once (a new API token).
+  document.addEventListener("click", function (evt) {
+    const button = evt.target.closest("[data-copy-target]");
+    if (!button || !navigator.clipboard) return;
+    const target = document.getElementById(button.dataset.copyTarget);
+    navigator.clipboard.writeText(target ? target.textContent.trim() : "").then(
+      function () { button.textContent = "Copied"; },
+      function () { button.textContent = "Select and copy it"; }
+    );
+  });
+
   // Let htmx swap 422 responses: the composer comes back with the error and the typed text.
   htmx.config.responseHandling = [
     { code: "204", swap: false },

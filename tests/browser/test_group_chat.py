@@ -15,6 +15,7 @@ from apps.chat.records.sessions import session_create
 from apps.providers.emulator import Script
 from apps.roles.models import Role
 from tests.browser.test_live_chat import log_in
+from tests.conftest import wait_until
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -99,7 +100,8 @@ def test_escape_stops_a_fan_out(chat, slow_demo):
     chat.get_by_role("combobox", name="Message", exact=True).press("Escape")
     for speaker in ("assistant", "editorial_architect", "visual_architect", "director"):
         expect(bubble(chat, speaker)).to_have_attribute("data-status", "interrupted", timeout=5_000)
-    assert not Message.objects.filter(status__in=["queued", "streaming"]).exists()
+    # The roles not checked above settle as their workers close their streams.
+    wait_until(lambda: not Message.objects.filter(status__in=["queued", "streaming"]).exists())
     partial = Message.objects.get(speaker="visual_architect")
     assert partial.text and partial.status == MessageStatus.INTERRUPTED
     expect(bubble(chat, "visual_architect").get_by_role("button", name="Retry")).to_be_visible()

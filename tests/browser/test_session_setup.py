@@ -151,3 +151,29 @@ def test_settings_have_the_provider_filter_and_the_persona_and_memory_editors(
     expect(dialog.get_by_label("Saved persona")).to_have_value(
         str(Persona.objects.get(name="Editor").pk)
     )
+
+
+def test_the_credential_form_shows_only_the_fields_of_the_chosen_type(page, alice, roles):
+    log_in(page)
+    page.goto("/credentials/new/")
+    provider, style = page.get_by_label("Provider"), page.get_by_label("Send the key as")
+    deployment, header = page.get_by_label("Deployment"), page.get_by_label("Header name")
+    key = page.get_by_label("API key or token")
+
+    provider.select_option("anthropic")
+    expect(style).to_be_visible()
+    expect(deployment).to_be_hidden()
+    expect(header).to_be_hidden()
+    style.select_option("header")
+    expect(header).to_be_visible()
+
+    provider.select_option("azure_openai")
+    expect(deployment).to_be_visible()
+    expect(page.get_by_label("API version")).to_be_visible()
+    expect(style).to_be_hidden()
+    expect(header).to_be_hidden()
+    expect(key).to_be_visible()
+
+    provider.select_option("demo")
+    expect(key).to_be_hidden()
+    expect(page.get_by_label("Base URL")).to_be_hidden()

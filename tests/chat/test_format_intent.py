@@ -63,3 +63,37 @@ def test_no_format_rule_when_a_length_is_set_or_the_role_has_its_own_rules(plain
     posted = message_post(thread=fresh, author=alice, text="@director list 5 lens ideas")
     request = request_for_reply(message=posted.replies[0])  # the director has output rules
     assert FORMAT_RULES["list"] not in instruction(request) and "format" not in request.metadata
+
+
+@pytest.mark.django_db(transaction=True)
+def test_when_the_rules_are_unsure_the_cheap_model_reads_the_turn_once(
+    alice, anthropic_thread, celery_worker, emulator
+):
+    import json
+
+    from apps.providers.emulator import Script
+    from tests.conftest import wait_settled
+
+    Role.objects.filter(handle__in=["assistant", "editorial_architect"]).update(output_rules="")
+    emulator.script(
+        Script(text="comparison", match="Classify the shape"),
+        Script(text="A table.", match="You are @assistant "),
+        Script(text="Another table.", match="You are @editorial_architect "),
+    )
+    text = "@assistant @editorial_architect tell me about the harbour at night for the ending"
+    assert intent_of(text) == ""  # the rules are unsure
+    replies = wait_settled(message_post(thread=anthropic_thread, author=alice, text=text).replies)
+    asked = [r for r in emulator.requests if "Classify the shape" in json.dumps(r.body)]
+    assert len(asked) == 1 and asked[0].body["model"] == "claude-haiku-4-5"
+    roles = [r for r in emulator.requests if r not in asked]
+    assert len(roles) == 2
+    assert all(FORMAT_RULES["comparison"] in json.dumps(r.body) for r in roles)
+    for reply in replies:
+        notes = [entry.get("detail", "") for entry in reply.log if entry["event"] == "format"]
+        assert notes == ["asked for comparison (the cheap model's reading)"], reply.log
+
+    # A message the rules are sure of, or a remark, asks nothing of the cheap model.
+    emulator.reset()
+    for remark in ("@assistant list 5 lens ideas", "@assistant lovely, thanks"):
+        wait_settled(message_post(thread=anthropic_thread, author=alice, text=remark).replies)
+    assert not [r for r in emulator.requests if "Classify the shape" in json.dumps(r.body)]

@@ -61,6 +61,9 @@ NEEDS = {
     "room_invite": "own",
     "room_update": "own",
     "room_invite_revoke": "own",
+    "context_history": "own",
+    "context_restore": "own",
+    "thread_use_latest": "own",
 }
 ALLOWED = {"member": {"read", "talk"}, "viewer": {"read"}}
 

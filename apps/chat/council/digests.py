@@ -14,7 +14,7 @@ from django.db.models import Q
 
 from apps.chat.access import visible_to
 from apps.chat.council.requests import message_block_text
-from apps.chat.council.summaries import SUMMARY_MODELS
+from apps.chat.council.summaries import SUMMARY_MODELS, written_text
 from apps.chat.display import events
 from apps.chat.models import (
     USER_SPEAKER,
@@ -26,14 +26,13 @@ from apps.chat.models import (
     person_name,
 )
 from apps.chat.records.text import storable
-from apps.providers.calls import converse
 from apps.providers.registry import get_adapter
 from apps.providers.types import (
+    NO_AUTH,
     ChatMessage,
     ChatRequest,
     ProviderError,
     SystemBlock,
-    TextDelta,
     Usage,
 )
 from apps.roles.selectors import roles_by_handle
@@ -138,9 +137,12 @@ def digest_make(*, digest_id: int) -> Digest | None:
     adapter = get_adapter(credential.provider if credential else "demo")
     model = SUMMARY_MODELS.get(adapter.kind) or digest.thread.session.model or adapter.default_model
     api_key, base_url = (credential.api_key(), credential.base_url) if credential else ("", "")
+    auth = credential.auth() if credential else NO_AUTH
     request = digest_request(digest, model=model)
     try:
-        text, usage = asyncio.run(_write(adapter, request, api_key=api_key, base_url=base_url))
+        text, usage = asyncio.run(
+            written_text(adapter, request, api_key=api_key, base_url=base_url, auth=auth)
+        )
     except ProviderError as exc:
         logger.warning("A digest of thread %s failed: %s", digest.thread_id, exc)
         text, usage = "", Usage()
@@ -151,13 +153,3 @@ def digest_make(*, digest_id: int) -> Digest | None:
         digest.save(update_fields=["status", "text", "provider", "model", "usage"])
         events.publish_digest_on_commit(digest=digest)
     return digest
-
-
-async def _write(adapter, request: ChatRequest, *, api_key: str, base_url: str):
-    text, usage = "", Usage()
-    async for event in converse(adapter, request, api_key=api_key, base_url=base_url):
-        if isinstance(event, TextDelta):
-            text += event.text
-        elif isinstance(event, Usage):
-            usage = event
-    return text, usage

@@ -7,7 +7,8 @@ from dataclasses import dataclass, replace
 
 from django.contrib.auth import get_user_model
 
-from apps.chat.council.intent import format_rule, intent_of
+from apps.chat.council import cache_ttl
+from apps.chat.council.intent import format_rule, intent_of, worth_asking
 from apps.chat.council.prompting import (
     AUTO_ROUND_CUE,
     LAST_CUE,
@@ -18,7 +19,8 @@ from apps.chat.council.prompting import (
     length_rule,
 )
 from apps.chat.council.tools import ToolContext, session_tool_definitions
-from apps.chat.models import Message, Stage, Turn, person_name, reply_words
+from apps.chat.models import Message, Stage, ToolMode, Turn, person_name, reply_words
+from apps.chat.records.context import thread_context
 from apps.chat.selectors import speaker_names, transcript_messages
 from apps.providers.calls import default_max_tokens
 from apps.providers.types import ChatRequest
@@ -148,6 +150,7 @@ def request_for_reply(
             transcript = transcript[ids.index(summary.covers_id) + 1 :]
             summary_text = summary.text
     turn = message.turn if message.turn_id else None
+    persona, memory = thread_context(thread=thread, session=session)
     asked = next((entry.text for entry in reversed(transcript) if entry.is_user), "")
     intent = _intent(turn, session, speaker, asked)
     cue = "\n\n".join(
@@ -156,7 +159,7 @@ def request_for_reply(
             [
                 _stage_cue(message, turn),
                 length_rule(reply_words((turn and turn.reply_length) or session.reply_length)),
-                format_rule(intent),
+                format_rule(intent or ""),
             ],
         )
     )
@@ -165,8 +168,8 @@ def request_for_reply(
         roster=[_roster_entry(role) for role in roles],
         speaker=_roster_entry(speaker),
         transcript=transcript,
-        session_persona=session.persona,
-        memory=session.memory,
+        session_persona=persona,
+        memory=memory,
         tools=session_tool_definitions(session),
         summary=summary_text,
         cue=cue,
@@ -174,18 +177,48 @@ def request_for_reply(
         output_rules=speaker.output_rules,
         max_tokens=default_max_tokens(message.model),
     )
+    if session.tool_mode == ToolMode.TOOLS_FIRST and request.tools:
+        request = replace(request, metadata={**request.metadata, "tools_first": True})
     if intent:  # the engine notes it in the reply's log (its Details)
         request = replace(request, metadata={**request.metadata, "format": intent})
+    elif intent == "" and worth_asking(asked):  # the rules are unsure: the cheap model says
+        request = replace(request, metadata={**request.metadata, "ask_intent": asked})
+    if message.provider == "anthropic":
+        request = _with_cache_ttl(request, message=message, turn=turn, transcript=transcript)
     return request
 
 
-def _intent(turn: Turn | None, session, speaker: Role, asked: str) -> str:
-    """The shape the person's last message (`asked`) asks for — off when they set a reply
-    length (for the turn or the session) or the role has output rules of its own."""
+def _with_cache_ttl(
+    request: ChatRequest, *, message: Message, turn: Turn | None, transcript: list
+) -> ChatRequest:
+    """The request with the cache TTLs its thread's pauses call for (noted in its Details)."""
+    # What the previous turn's closing request did not send: from its turn's last reply on.
+    first_new = next(
+        (
+            index
+            for index, entry in enumerate(transcript)
+            if turn is not None and entry.message_id >= (turn.user_message_id or 0)
+        ),
+        0,
+    )
+    return cache_ttl.for_request(
+        request,
+        new_texts=[entry.text for entry in transcript[max(0, first_new - 1) :]]
+        if first_new
+        else [block.text for block in request.system] + [e.text for e in transcript],
+        gaps=cache_ttl.thread_gaps(thread_id=message.thread_id, before_seq=message.seq),
+        closing=cache_ttl.closes_turn(message=message, turn=turn),
+    )
+
+
+def _intent(turn: Turn | None, session, speaker: Role, asked: str) -> str | None:
+    """The shape the person's last message (`asked`) asks for ("": the rules are unsure) —
+    None (off) when they set a reply length (for the turn or the session) or the role has
+    output rules of its own."""
     if turn is None or speaker.output_rules.strip():
-        return ""
+        return None
     if turn.reply_length or (session.reply_length or "normal") != "normal":
-        return ""
+        return None
     return intent_of(asked)
 
 

@@ -21,7 +21,7 @@ from apps.chat.council.requests import (
 )
 from apps.chat.display import events
 from apps.chat.records.replies import ClaimedReply, message_claim, reply_secret
-from apps.providers.types import ChatRequest
+from apps.providers.types import NO_AUTH, Auth, ChatRequest
 
 
 @dataclass
@@ -30,6 +30,7 @@ class ReplyStart:
     setup: ReplySetup | None = None
     api_key: str = ""
     base_url: str = ""
+    auth: Auth = NO_AUTH
     transcript: list = None  # type: ignore[assignment]
     # Set when the history is too long: the summary is written first, then the request.
     summary_plan: summaries.SummaryPlan | None = None
@@ -45,7 +46,7 @@ def reply_start(*, message_id: int) -> ReplyStart | None:
         return None if claim is None else ReplyStart(claim=claim)
     message = claim.message
     start = ReplyStart(claim=claim, setup=reply_setup(message=message))
-    start.api_key, start.base_url = reply_secret(message=message)
+    start.api_key, start.base_url, start.auth = reply_secret(message=message)
     start.transcript = transcript_entries(message=message)
     start.summary_plan = summaries.plan_summary(
         thread_id=message.thread_id, entries=start.transcript

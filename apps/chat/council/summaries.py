@@ -23,6 +23,8 @@ from apps.chat.models import ThreadSummary
 from apps.chat.records.text import storable
 from apps.providers.calls import converse
 from apps.providers.types import (
+    NO_AUTH,
+    Auth,
     ChatMessage,
     ChatRequest,
     ProviderError,
@@ -104,6 +106,19 @@ def plan_summary(*, thread_id: int, entries: list[TranscriptEntry]) -> SummaryPl
     )
 
 
+async def written_text(
+    adapter, request: ChatRequest, *, api_key: str, base_url: str, auth: Auth = NO_AUTH
+) -> tuple[str, Usage]:
+    """The whole text and usage of one call that writes for Parley (a summary, a digest)."""
+    text, usage = "", Usage()
+    async for event in converse(adapter, request, api_key=api_key, base_url=base_url, auth=auth):
+        if isinstance(event, TextDelta):
+            text += event.text
+        elif isinstance(event, Usage):
+            usage = event
+    return text, usage
+
+
 def summary_request(plan: SummaryPlan, *, model: str) -> ChatRequest:
     parts = []
     if plan.previous is not None:
@@ -136,7 +151,14 @@ def _store(plan: SummaryPlan, *, text: str, provider: str, model: str, usage: di
 
 
 async def ensure_summary(
-    plan: SummaryPlan, *, adapter, model: str, api_key: str, base_url: str, redis
+    plan: SummaryPlan,
+    *,
+    adapter,
+    model: str,
+    api_key: str,
+    base_url: str,
+    redis,
+    auth: Auth = NO_AUTH,
 ) -> Summary | None:
     """The plan's summary: stored, or computed once (others wait for the writer).
 
@@ -156,18 +178,11 @@ async def ensure_summary(
         await asyncio.sleep(0.25)
     try:
         summary_model = SUMMARY_MODELS.get(adapter.kind, model)
-        text, usage = "", Usage()
         try:
-            async for event in converse(
-                adapter,
-                summary_request(plan, model=summary_model),
-                api_key=api_key,
-                base_url=base_url,
-            ):
-                if isinstance(event, TextDelta):
-                    text += event.text
-                elif isinstance(event, Usage):
-                    usage = event
+            text, usage = await written_text(
+                adapter, summary_request(plan, model=summary_model),
+                api_key=api_key, base_url=base_url, auth=auth,
+            )  # fmt: skip
         except ProviderError as exc:
             logger.warning("Summarising thread %s failed: %s", plan.thread_id, exc)
             return None

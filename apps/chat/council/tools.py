@@ -14,6 +14,7 @@ from typing import Any
 from django.core.exceptions import ValidationError
 
 from apps.chat.models import Message, Session, Thread
+from apps.chat.records.context import thread_context
 from apps.chat.records.memory import memory_append
 from apps.chat.records.sessions import session_set_memory, session_workspace
 from apps.chat.records.text import storable, storable_parts
@@ -251,7 +252,8 @@ def read_messages(context: ToolContext, arguments: dict) -> str:
 
 @tool("read_memory", "Read the session memory: notes shared by every role.", {})
 def read_memory(context: ToolContext, arguments: dict) -> str:
-    memory = Session.objects.values_list("memory", flat=True).get(pk=context.session_id)
+    thread = _thread(context)
+    _, memory = thread_context(thread=thread, session=thread.session)
     return memory or "The session memory is empty."
 
 
@@ -314,7 +316,10 @@ def update_memory(context: ToolContext, arguments: dict) -> str:
     memory = memory_append(session.memory, text) if mode == "append" else text
     if len(memory) > MAX_MEMORY_CHARS:
         raise ValueError(f"The memory would exceed {MAX_MEMORY_CHARS:,} characters.")
-    session_set_memory(session=session, memory=memory)
+    # A new version, taken by this thread (others keep theirs until they ask for the latest).
+    session_set_memory(
+        session=session, memory=memory, thread=_thread(context), role=context.role_handle
+    )
     return f"Memory updated ({mode}); it now holds {len(memory):,} characters."
 
 

@@ -20,6 +20,7 @@ from django.conf import settings
 from apps.chat import livestate
 from apps.chat.council import orchestration, summaries, tools
 from apps.chat.council.dispatch import enqueue_reply
+from apps.chat.council.intent import intent_from_model, with_format_rule
 from apps.chat.council.replies import reply_hand_over, reply_rerun, reply_settle
 from apps.chat.council.requests import request_for_reply
 from apps.chat.council.starting import ReplyStart, reply_start
@@ -176,18 +177,29 @@ async def _stream_claimed(hub: StreamHub, start: ReplyStart, lease: str) -> None
         if plan is not None:  # a long history: its summary first, then the request
             summary = await summaries.ensure_summary(
                 plan, adapter=adapter, model=message.model, api_key=api_key,
-                base_url=base_url, redis=hub.redis,
+                base_url=base_url, auth=start.auth, redis=hub.redis,
             )  # fmt: skip
             request = await in_db_thread(request_for_reply)(
                 message=message, summary=summary, transcript=start.transcript
             )
         assert request is not None
-        if request.metadata.get("format"):
+        if request.metadata.get("ask_intent") and message.turn_id:
+            intent = await intent_from_model(
+                turn_id=message.turn_id, text=request.metadata["ask_intent"], adapter=adapter,
+                api_key=api_key, base_url=base_url, auth=start.auth, redis=hub.redis,
+            )  # fmt: skip
+            if intent:
+                request = with_format_rule(request, intent)
+                live.note("format", f"asked for {intent} (the cheap model's reading)")
+        elif request.metadata.get("format"):
             live.note("format", f"asked for {request.metadata['format']}")
+        if request.metadata.get("cache_ttl"):
+            live.note("cache_ttl", request.metadata["cache_ttl"])
         released = message.turn_id is None
         stream = converse(
-            adapter, request, api_key=api_key, base_url=base_url, run_tool=run_tool,
-            resume_text=resume_text, result_item_chars=settings.PARLEY_TOOL_ITEM_CHARS,
+            adapter, request, api_key=api_key, base_url=base_url, auth=start.auth,
+            run_tool=run_tool, resume_text=resume_text,
+            result_item_chars=settings.PARLEY_TOOL_ITEM_CHARS,
             result_round_chars=settings.PARLEY_TOOL_ROUND_CHARS,
         )  # fmt: skip
         async with asyncio.timeout(settings.PARLEY_REPLY_TIMEOUT_SECONDS), aclosing(stream):

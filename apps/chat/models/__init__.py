@@ -42,6 +42,11 @@ def parse_reply_length(value: str) -> str:
     )
 
 
+class ToolMode(models.TextChoices):
+    AS_IT_GOES = "as_it_goes", "As it goes (first words soonest)"
+    TOOLS_FIRST = "tools_first", "Tools first, then one answer from the evidence"
+
+
 class Session(models.Model):
     """A user's workspace: configuration shared by every thread in it."""
 
@@ -59,7 +64,10 @@ class Session(models.Model):
         help_text="Empty: the demo provider answers.",
     )
     model = models.CharField(max_length=120, blank=True, help_text="Blank: the provider default.")
+    # The latest versions' names and texts (their history: ContextVersion).
+    persona_name = models.CharField(max_length=80, blank=True)
     persona = models.TextField(blank=True, help_text="Context about you, shared with every role.")
+    memory_name = models.CharField(max_length=80, blank=True)
     memory = models.TextField(blank=True, help_text="Notes the roles can read.")
     addressing_mode = models.CharField(
         max_length=16, choices=AddressingMode.choices, default=AddressingMode.STICKY
@@ -92,6 +100,9 @@ class Session(models.Model):
     auto_route = models.BooleanField(
         default=False,
         help_text="A message without a mention may go to the role best placed to answer it.",
+    )
+    tool_mode = models.CharField(
+        max_length=16, choices=ToolMode.choices, default=ToolMode.AS_IT_GOES
     )
     ai_mentions = models.BooleanField(
         default=False, help_text="A reply that mentions @another_role has that role answer next."
@@ -155,6 +166,13 @@ class Thread(models.Model):
         max_length=40, blank=True, help_text="Where messages without a mention go (sticky mode)."
     )
     next_seq = models.PositiveIntegerField(default=1)
+    # The persona and memory versions its roles are told (a snapshot taken when it began).
+    persona_version = models.ForeignKey(
+        "chat.ContextVersion", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    memory_version = models.ForeignKey(
+        "chat.ContextVersion", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -434,7 +452,9 @@ def speaker_name(message: "Message", role: "Role | None") -> str:
     return role.display_name if role else message.speaker
 
 
-# The shared room's models (people besides the owner, invites, read marks, digests).
+# Versioned persona and memory; the shared room's models (people besides the owner, invites,
+# read marks, digests).
+from apps.chat.models.context import ContextKind, ContextVersion  # noqa: E402
 from apps.chat.models.rooms import (  # noqa: E402
     Digest,
     Membership,
@@ -449,6 +469,8 @@ __all__ = [
     "TIMED_OUT",
     "USER_SPEAKER",
     "AddressingMode",
+    "ContextKind",
+    "ContextVersion",
     "Digest",
     "Membership",
     "Message",
@@ -464,6 +486,7 @@ __all__ = [
     "Stage",
     "Thread",
     "ThreadSummary",
+    "ToolMode",
     "Turn",
     "TurnMode",
     "TurnStop",

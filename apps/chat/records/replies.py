@@ -15,6 +15,7 @@ from apps.chat.models import Message, MessageStatus, Session, SessionRole, Threa
 from apps.chat.records.text import storable, storable_parts
 from apps.providers.models import Credential
 from apps.providers.registry import get_adapter
+from apps.providers.types import NO_AUTH, Auth
 from apps.roles.models import Role
 
 logger = logging.getLogger(__name__)
@@ -134,12 +135,13 @@ def replies_checkpoint(*, texts: dict[int, str]) -> None:
             )
 
 
-def reply_secret(*, message: Message) -> tuple[str, str]:
-    """The API key and base URL for a reply's call: decrypted here, on the call path only."""
+def reply_secret(*, message: Message) -> tuple[str, str, Auth]:
+    """The API key, base URL and way of sending the key for a reply's call: decrypted here, on
+    the call path only."""
     credential = message.credential
     if credential is None:
-        return "", ""
-    return credential.api_key(), credential.base_url
+        return "", "", NO_AUTH
+    return credential.api_key(), credential.base_url, credential.auth()
 
 
 def message_finish(

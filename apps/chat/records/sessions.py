@@ -9,7 +9,8 @@ from django.core.exceptions import ValidationError
 from django.db import transaction
 
 from apps.chat.display import events
-from apps.chat.models import Session, SessionRole, Thread
+from apps.chat.models import ContextKind, ContextVersion, Session, SessionRole, Thread
+from apps.chat.records.context import context_save, thread_snapshot
 from apps.chat.records.text import clean_name, storable
 from apps.providers.models import Credential
 from apps.roles.models import Role
@@ -29,6 +30,7 @@ def session_create(
     memory: str = "",
     roles: list[Role] | None = None,
     disabled_tools: list[str] | None = None,
+    persona_name: str = "",
 ) -> Session:
     """Create a session and its first, empty thread: with the roles chosen (else the default
     ones), the credential and model (else the demo provider), the persona and memory, the
@@ -43,13 +45,28 @@ def session_create(
             name=name,
             credential=credential,
             model=model.strip()[:120],
+            persona_name=" ".join(storable(persona_name).split())[:80],
             persona=storable(persona),
             memory=storable(memory),
             disabled_tools=list(disabled_tools or []),
         )
+        # Version 1 of each, even empty: every thread pins what its roles are told.
+        ContextVersion.objects.bulk_create(
+            ContextVersion(
+                session=session,
+                kind=kind,
+                number=1,
+                author=owner,
+                note="the session began",
+                name=getattr(session, f"{kind}_name"),
+                text=getattr(session, kind),
+            )
+            for kind in ContextKind.values
+        )
         roles = roles or default_roles() or [role_ensure_default()]
         SessionRole.objects.bulk_create(SessionRole(session=session, role=role) for role in roles)
         thread = Thread.objects.create(session=session)
+        thread_snapshot(thread=thread)
         session.active_thread = thread
         session.save(update_fields=["active_thread"])
         if mcp_servers:
@@ -90,9 +107,15 @@ def session_set_roles(*, session: Session, roles: list[Role]) -> Session:
     return session
 
 
-def session_set_memory(*, session: Session, memory: str) -> Session:
-    session.memory = memory
-    session.save(update_fields=["memory", "updated_at"])
+def session_set_memory(
+    *, session: Session, memory: str, thread: Thread | None = None, role: str = "", author=None
+) -> Session:
+    """A new version of the memory; `thread` (where a role or person wrote it) takes it."""
+    note = f"@{role} wrote to it" if role else "edited"
+    context_save(
+        session=session, kind=ContextKind.MEMORY, text=memory, author=author, role=role,
+        note=note, thread=thread,
+    )  # fmt: skip
     return session
 
 
@@ -117,7 +140,11 @@ class SettingsChange:
     stop_phrase: str = ""
     ai_mentions: bool = False
     auto_route: bool = False
+    tool_mode: str = "as_it_goes"
     mcp_servers: list | None = None  # None: leave the session's servers as they are
+    persona_name: str | None = None  # None: keep the names
+    memory_name: str | None = None
+    from_thread: Thread | None = None  # the thread the settings were changed from takes them
 
 
 def session_save_settings(*, session: Session, change: SettingsChange) -> Session:
@@ -125,8 +152,6 @@ def session_save_settings(*, session: Session, change: SettingsChange) -> Sessio
     with transaction.atomic():
         session.credential = change.credential
         session.model = change.model.strip()[:120]
-        session.persona = change.persona
-        session.memory = change.memory
         session.addressing_mode = change.addressing_mode
         session.auto_rounds = change.auto_rounds
         session.disabled_tools = sorted(change.disabled_tools)
@@ -139,7 +164,16 @@ def session_save_settings(*, session: Session, change: SettingsChange) -> Sessio
         session.stop_phrase = storable(" ".join(change.stop_phrase.split()))
         session.ai_mentions = change.ai_mentions
         session.auto_route = change.auto_route
+        session.tool_mode = change.tool_mode
         session.save()
+        for kind, text, name in (
+            (ContextKind.PERSONA, change.persona, change.persona_name),
+            (ContextKind.MEMORY, change.memory, change.memory_name),
+        ):
+            context_save(
+                session=session, kind=kind, text=text, name=name, author=session.owner,
+                note="changed in the settings", thread=change.from_thread,
+            )  # fmt: skip
         if change.mcp_servers is not None:
             session.mcp_servers.set(change.mcp_servers)
         session_set_roles(session=session, roles=change.roles)

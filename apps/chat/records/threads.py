@@ -18,6 +18,7 @@ from apps.chat.models import (
     Thread,
     ThreadSummary,
 )
+from apps.chat.records.context import thread_snapshot
 from apps.chat.records.naming import branch_name, thread_name, unique_name
 from apps.chat.records.text import clean_name
 from apps.chat.selectors import transcript_messages
@@ -26,6 +27,7 @@ from apps.chat.selectors import transcript_messages
 def thread_create(*, session: Session) -> Thread:
     with transaction.atomic():
         thread = Thread.objects.create(session=session)
+        thread_snapshot(thread=thread)
         session.active_thread = thread
         session.save(update_fields=["active_thread", "updated_at"])
         events.publish_thread_tree_on_commit(session_id=session.pk)
@@ -104,6 +106,9 @@ def thread_branch(*, thread: Thread, message: Message | None) -> Thread:
             label=branch_name(parent.label, taken),
             # It goes on talking to the same role (read afresh: a post may just have moved it).
             sticky_handle=Thread.objects.values_list("sticky_handle", flat=True).get(pk=parent.pk),
+            # It goes on with the persona and memory its parent's roles were told.
+            persona_version_id=parent.persona_version_id,
+            memory_version_id=parent.memory_version_id,
         )
         Session.objects.filter(pk=parent.session_id).update(
             active_thread=branch, updated_at=timezone.now()

@@ -6,7 +6,7 @@ from django.conf import settings
 from apps.accounts.models import Persona
 from apps.chat.council.prompting import GROUP_RULES
 from apps.chat.council.tools import TOOLS, mcp_tools, tool_names
-from apps.chat.models import AddressingMode, TurnMode, parse_reply_length
+from apps.chat.models import AddressingMode, ToolMode, TurnMode, parse_reply_length
 from apps.chat.records.memory import memory_from_json
 from apps.chat.records.sessions import SettingsChange
 from apps.connectors.models import McpServer
@@ -50,7 +50,9 @@ class SessionSetupForm(forms.Form):
         help_text="About you: shared with every role. Picking a saved persona copies its text "
         "here; this session keeps its copy.",
     )
+    persona_name = forms.CharField(required=False, max_length=80, label="Persona's name")
     memory = forms.CharField(required=False, max_length=20_000, widget=forms.HiddenInput)
+    memory_name = forms.CharField(required=False, max_length=80, label="Memory's name")
     memory_format = forms.ChoiceField(
         choices=MEMORY_FORMATS, required=False, widget=forms.HiddenInput
     )
@@ -78,6 +80,8 @@ class SessionSetupForm(forms.Form):
         picked = data.get("persona_pick")
         if picked is not None and not (data.get("persona") or "").strip():
             data["persona"] = picked.text  # no script ran to copy it
+        if picked is not None and data.get("persona") == picked.text:
+            data["persona_name"] = data.get("persona_name") or picked.name
         return data
 
 
@@ -166,6 +170,9 @@ class SessionSettingsForm(SessionSetupForm):
         required=False,
         label="Auto-route messages without a mention to the best-placed role",
     )
+    tool_mode = forms.ChoiceField(
+        choices=ToolMode.choices, label="How roles use tools", required=False
+    )
     mcp_servers = mcp_servers_field()
     tools = forms.MultipleChoiceField(
         required=False, widget=forms.CheckboxSelectMultiple, label="Tools"
@@ -188,7 +195,9 @@ class SessionSettingsForm(SessionSetupForm):
             "credential": session.credential,
             "model": session.model,
             "persona": session.persona,
+            "persona_name": session.persona_name,
             "memory": session.memory,
+            "memory_name": session.memory_name,
             "addressing_mode": session.addressing_mode,
             "auto_rounds": session.auto_rounds,
             "turn_mode": session.turn_mode,
@@ -199,6 +208,7 @@ class SessionSettingsForm(SessionSetupForm):
             "stop_phrase": session.stop_phrase,
             "ai_mentions": session.ai_mentions,
             "auto_route": session.auto_route,
+            "tool_mode": session.tool_mode,
             "mcp_servers": list(session.mcp_servers.all()),
             "tools": [name for name, _ in self.tool_choices if name not in session.disabled_tools],
             "roles": list(links),
@@ -286,6 +296,8 @@ class SessionSettingsForm(SessionSetupForm):
             model=data["model"],
             persona=data["persona"],
             memory=data["memory"],
+            persona_name=data["persona_name"],
+            memory_name=data["memory_name"],
             addressing_mode=data["addressing_mode"],
             auto_rounds=data["auto_rounds"],
             disabled_tools=[name for name, _ in self.tool_choices if name not in data["tools"]],
@@ -302,4 +314,5 @@ class SessionSettingsForm(SessionSetupForm):
             stop_phrase=data.get("stop_phrase", ""),
             ai_mentions=data["ai_mentions"],
             auto_route=data["auto_route"],
+            tool_mode=data["tool_mode"] or self.initial["tool_mode"],  # not sent: unchanged
         )

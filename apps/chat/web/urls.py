@@ -1,6 +1,6 @@
 from django.urls import path
 
-from apps.chat.web import files_views, rooms_views, turn_views, views
+from apps.chat.web import context_views, files_views, rooms_views, turn_views, views
 
 app_name = "chat"
 
@@ -35,6 +35,17 @@ urlpatterns = [
         name="room_remove",
     ),
     path("join/<str:token>/", rooms_views.room_join, name="room_join"),
+    path(
+        "s/<uuid:session>/<str:kind>/history/",
+        context_views.context_history,
+        name="context_history",
+    ),
+    path(
+        "s/<uuid:session>/<str:kind>/history/<int:number>/restore/",
+        context_views.context_restore,
+        name="context_restore",
+    ),
+    path("t/<uuid:thread>/use-latest/", context_views.thread_use_latest, name="thread_use_latest"),
     path("t/<uuid:thread>/", views.thread_detail, name="thread_detail"),
     path("t/<uuid:thread>/messages/", views.message_create, name="message_create"),
     path("t/<uuid:thread>/earlier/", views.thread_earlier, name="thread_earlier"),

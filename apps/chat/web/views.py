@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import uuid
+from dataclasses import replace
 
 from django.core.exceptions import ValidationError
 from django.http import HttpResponse
@@ -27,6 +28,7 @@ from apps.chat.display.rooms import digest_context
 from apps.chat.models import Session
 from apps.chat.reading import with_unread_sessions
 from apps.chat.records import sessions, threads
+from apps.chat.records.context import stale_context
 from apps.chat.search import search_session, search_sessions
 from apps.chat.selectors import (
     messages_for_user,
@@ -87,6 +89,7 @@ def session_create(request):
         credential=data["credential"],
         model=data["model"],
         persona=data["persona"],
+        persona_name=data["persona_name"],
         memory=data["memory"],
         roles=data["roles"],
         mcp_servers=list(data.get("mcp_servers") or []),
@@ -164,14 +167,13 @@ def session_settings(request, session):
     if not form.is_valid() or (streaming and apply not in ("now", "next")):
         context = {"session": session, "form": form, "ask_apply": form.is_valid() and streaming}
         return render(request, "chat/_settings.html", context, status=422)
-    lifecycle.session_apply_settings(
-        session=session, change=form.change(), apply_now=apply == "now"
-    )
     thread = None
     if thread_id is not None:
         thread = (
             threads_for_user(user=request.user, need=Need.OWN).filter(public_id=thread_id).first()
         )
+    change = replace(form.change(), from_thread=thread)  # it takes a changed persona or memory
+    lifecycle.session_apply_settings(session=session, change=change, apply_now=apply == "now")
     context = {**chat_context(session=session, thread=thread), "saved": True}
     response = render(request, "chat/_settings_saved.html", context)
     response["HX-Trigger"] = "parley:settings-saved"
@@ -223,6 +225,7 @@ def thread_detail(request, thread):
         "slash_commands": command_list(),
         **thread_usage_context(own_usage, threads_figures(thread_ids=[thread.pk])[thread.pk]),
         "later": later,
+        "stale_context": stale_context(thread=thread, session=session),
         "seen_seq": seen_before,
         "latest_seq": thread.next_seq - 1,
     }

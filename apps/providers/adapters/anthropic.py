@@ -9,7 +9,9 @@ import anthropic
 from apps.providers.adapters.clients import client_key, client_scope
 from apps.providers.adapters.translate import to_anthropic
 from apps.providers.types import (
+    NO_AUTH,
     RETRYABLE_STATUSES,
+    Auth,
     ChatRequest,
     ProviderError,
     Stop,
@@ -31,11 +33,23 @@ STOP_REASONS: dict[str, StopReason] = {
 RETRYABLE_STREAM_ERRORS = {"overloaded_error", "api_error", "rate_limit_error", "timeout_error"}
 
 
-def _client(api_key: str, base_url: str, timeout: float = 120) -> anthropic.AsyncAnthropic:
+def _only_header(name: str, value: str) -> dict:
+    """The gateway's header, and neither of the SDK's own (one could come from the environment)."""
+    return {name: value, "Authorization": anthropic.Omit(), "X-Api-Key": anthropic.Omit()}
+
+
+def _client(
+    api_key: str, base_url: str, auth: Auth, timeout: float = 120
+) -> anthropic.AsyncAnthropic:
     # Retries are ours (calls.py): only before any text was shown, honouring retry-after.
-    return anthropic.AsyncAnthropic(
-        api_key=api_key or "missing", base_url=base_url or None, max_retries=0, timeout=timeout
-    )
+    options: dict = {"base_url": base_url or None, "max_retries": 0, "timeout": timeout}
+    if auth.style == "bearer":  # a gateway in front of the API: Authorization: Bearer …
+        return anthropic.AsyncAnthropic(auth_token=api_key or "missing", **options)
+    if auth.style == "header":  # the gateway's own header, and no x-api-key beside it
+        return anthropic.AsyncAnthropic(
+            api_key=None, default_headers=_only_header(auth.header, api_key), **options
+        )  # fmt: skip
+    return anthropic.AsyncAnthropic(api_key=api_key or "missing", **options)
 
 
 def _error(exc: Exception) -> ProviderError:
@@ -77,15 +91,15 @@ class AnthropicAdapter:
     fallback_models: tuple[str, ...] = ("claude-opus-5", "claude-sonnet-5", "claude-haiku-4-5")
 
     async def stream(
-        self, request: ChatRequest, *, api_key: str = "", base_url: str = ""
+        self, request: ChatRequest, *, api_key: str = "", base_url: str = "", auth: Auth = NO_AUTH
     ) -> AsyncIterator[StreamEvent]:
         try:
             # Closing the client inside the loop: left to the garbage collector, it would try
             # to close its connections after the reply's event loop has gone.
             async with (
                 client_scope(
-                    client_key(self.kind, api_key, base_url),
-                    lambda: _client(api_key, base_url),
+                    client_key(self.kind, api_key, base_url, auth),
+                    lambda: _client(api_key, base_url, auth),
                     lambda client: client.close(),
                 ) as client,
                 client.messages.stream(**to_anthropic(request)) as stream,
@@ -105,12 +119,17 @@ class AnthropicAdapter:
             output_tokens=usage.output_tokens or 0,
             cache_read_tokens=usage.cache_read_input_tokens or 0,
             cache_write_tokens=usage.cache_creation_input_tokens or 0,
+            cache_write_1h_tokens=(
+                (usage.cache_creation.ephemeral_1h_input_tokens or 0) if usage.cache_creation else 0
+            ),
         )
         yield Stop(STOP_REASONS.get(final.stop_reason or "", "other"))
 
-    async def list_models(self, *, api_key: str = "", base_url: str = "") -> list[str]:
+    async def list_models(
+        self, *, api_key: str = "", base_url: str = "", auth: Auth = NO_AUTH
+    ) -> list[str]:
         try:
-            async with _client(api_key, base_url, timeout=15) as client:
+            async with _client(api_key, base_url, auth, timeout=15) as client:
                 page = await client.models.list(limit=100)
         except anthropic.APIError as exc:
             raise _error(exc) from exc

@@ -14,7 +14,7 @@ from dataclasses import replace
 
 from django.conf import settings
 
-from apps.providers.types import ChatRequest, Stop, StreamEvent, TextDelta, Usage
+from apps.providers.types import NO_AUTH, Auth, ChatRequest, Stop, StreamEvent, TextDelta, Usage
 
 TOKEN_PATTERN = re.compile(r"\s*\S{1,4}|\s+")
 
@@ -55,11 +55,13 @@ class DemoAdapter:
     default_model = "demo-1"
     fallback_models: tuple[str, ...] = ("demo-1",)
 
-    async def list_models(self, *, api_key: str = "", base_url: str = "") -> list[str]:
+    async def list_models(
+        self, *, api_key: str = "", base_url: str = "", auth: Auth = NO_AUTH
+    ) -> list[str]:
         return list(self.fallback_models)
 
     async def stream(
-        self, request: ChatRequest, *, api_key: str = "", base_url: str = ""
+        self, request: ChatRequest, *, api_key: str = "", base_url: str = "", auth: Auth = NO_AUTH
     ) -> AsyncIterator[StreamEvent]:
         if request.metadata.get("resuming"):
             # Like a model continuing its cut-off answer: the text after what it already said

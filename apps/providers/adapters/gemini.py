@@ -11,7 +11,9 @@ from google.genai import errors, types
 from apps.providers.adapters.clients import client_key, client_scope
 from apps.providers.adapters.translate import to_gemini_contents
 from apps.providers.types import (
+    NO_AUTH,
     RETRYABLE_STATUSES,
+    Auth,
     ChatRequest,
     ProviderError,
     Stop,
@@ -65,7 +67,7 @@ class GeminiAdapter:
     )
 
     async def stream(
-        self, request: ChatRequest, *, api_key: str = "", base_url: str = ""
+        self, request: ChatRequest, *, api_key: str = "", base_url: str = "", auth: Auth = NO_AUTH
     ) -> AsyncIterator[StreamEvent]:
         config = types.GenerateContentConfig(
             system_instruction="\n\n".join(block.text for block in request.system) or None,
@@ -131,7 +133,9 @@ class GeminiAdapter:
         yield usage
         yield Stop("tool_use" if calls else FINISH_REASONS.get(finish or "", "other"))
 
-    async def list_models(self, *, api_key: str = "", base_url: str = "") -> list[str]:
+    async def list_models(
+        self, *, api_key: str = "", base_url: str = "", auth: Auth = NO_AUTH
+    ) -> list[str]:
         try:
             async with _client(api_key, base_url, timeout_ms=15_000).aio as client:
                 pager = await client.models.list()

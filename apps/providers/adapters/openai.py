@@ -13,7 +13,9 @@ import orjson
 from apps.providers.adapters.clients import client_key, client_scope
 from apps.providers.adapters.translate import to_openai
 from apps.providers.types import (
+    NO_AUTH,
     RETRYABLE_STATUSES,
+    Auth,
     ChatRequest,
     ProviderError,
     Stop,
@@ -25,6 +27,7 @@ from apps.providers.types import (
     retry_after_seconds,
 )
 
+AZURE_API_VERSION = "2024-10-21"  # the newest generally available data-plane version
 FINISH_REASONS: dict[str, StopReason] = {
     "stop": "end",
     "length": "max_tokens",
@@ -120,22 +123,34 @@ def _untransformed(payload: dict[str, Any]) -> dict[str, Any]:
     return {**payload, "messages": [], "extra_body": bulky}
 
 
+def _omitted(auth: Auth) -> dict[str, Any] | None:
+    """Per-request headers: none of the SDK's bearer token when a custom header carries the key
+    (the SDK honours an omission only on the request itself)."""
+    return {"Authorization": openai.Omit()} if auth.style == "header" else None
+
+
 class OpenAIAdapter:
     kind = "openai"
     label = "OpenAI"
     default_model = "gpt-4.1"
     fallback_models: tuple[str, ...] = ("gpt-4.1", "gpt-4.1-mini", "gpt-4o", "gpt-4o-mini")
 
-    def _client(self, api_key: str, base_url: str, timeout: float = 120) -> openai.AsyncOpenAI:
+    def _client(
+        self, api_key: str, base_url: str, auth: Auth, timeout: float = 120
+    ) -> openai.AsyncOpenAI:
+        # The SDK sends the key as a bearer token already; a gateway's own header replaces it
+        # (and `_omitted` takes the bearer token off each request).
+        headers = {auth.header: api_key} if auth.style == "header" else None
         return openai.AsyncOpenAI(
             api_key=api_key or "not-needed",
             base_url=base_url or None,
+            default_headers=headers,
             max_retries=0,
             timeout=timeout,
         )
 
     async def stream(
-        self, request: ChatRequest, *, api_key: str = "", base_url: str = ""
+        self, request: ChatRequest, *, api_key: str = "", base_url: str = "", auth: Auth = NO_AUTH
     ) -> AsyncIterator[StreamEvent]:
         calls: dict[int, dict] = {}
         finish = None
@@ -143,8 +158,8 @@ class OpenAIAdapter:
         try:
             async with (
                 client_scope(
-                    client_key(self.kind, api_key, base_url),
-                    lambda: self._client(api_key, base_url),
+                    client_key(self.kind, api_key, base_url, auth),
+                    lambda: self._client(api_key, base_url, auth),
                     lambda client: client.close(),
                 ) as client,
                 client.chat.completions.with_streaming_response.create(
@@ -152,6 +167,7 @@ class OpenAIAdapter:
                     max_tokens=request.max_tokens,
                     stream=True,
                     stream_options={"include_usage": True},
+                    extra_headers=_omitted(auth),
                 ) as response,
             ):
                 async for chunk in _events(response):
@@ -179,10 +195,12 @@ class OpenAIAdapter:
         yield usage
         yield Stop(FINISH_REASONS.get(finish or "", "other"))
 
-    async def list_models(self, *, api_key: str = "", base_url: str = "") -> list[str]:
+    async def list_models(
+        self, *, api_key: str = "", base_url: str = "", auth: Auth = NO_AUTH
+    ) -> list[str]:
         try:
-            async with self._client(api_key, base_url, timeout=15) as client:
-                page = await client.models.list()
+            async with self._client(api_key, base_url, auth, timeout=15) as client:
+                page = await client.models.list(extra_headers=_omitted(auth))
         except openai.APIError as exc:
             raise _error(exc, self.label) from exc
         return sorted(model.id for model in page.data)
@@ -193,3 +211,32 @@ class OpenAICompatibleAdapter(OpenAIAdapter):
     label = "the OpenAI-compatible server"
     default_model = "llama3.1"
     fallback_models: tuple[str, ...] = ()
+
+
+class AzureOpenAIAdapter(OpenAIAdapter):
+    """Azure OpenAI: the same chat completions, addressed by resource endpoint, deployment and
+    API version, with the key in Azure's `api-key` header (the SDK's Azure client)."""
+
+    kind = "azure_openai"
+    label = "Azure OpenAI"
+    default_model = ""  # the deployment is the model
+    fallback_models: tuple[str, ...] = ()
+
+    def _client(
+        self, api_key: str, base_url: str, auth: Auth, timeout: float = 120
+    ) -> openai.AsyncOpenAI:
+        return openai.AsyncAzureOpenAI(
+            api_key=api_key or "missing",
+            azure_endpoint=base_url,
+            azure_deployment=auth.deployment or None,
+            api_version=auth.api_version or AZURE_API_VERSION,
+            max_retries=0,
+            timeout=timeout,
+        )
+
+    async def list_models(
+        self, *, api_key: str = "", base_url: str = "", auth: Auth = NO_AUTH
+    ) -> list[str]:
+        """The credential's deployment, once the resource has accepted the key."""
+        await super().list_models(api_key=api_key, base_url=base_url, auth=auth)
+        return [auth.deployment] if auth.deployment else []

@@ -43,13 +43,18 @@ def to_anthropic_blocks(part: Part) -> dict[str, Any] | None:
     raise ValueError(f"Unknown part type {kind!r}")
 
 
+def _breakpoint(ttl: str) -> dict[str, str]:
+    # The 5-minute TTL is the default: leaving it out keeps those requests byte-identical.
+    return EPHEMERAL if ttl == "5m" else {**EPHEMERAL, "ttl": ttl}
+
+
 def to_anthropic(request: ChatRequest) -> dict[str, Any]:
     """Keyword arguments for `messages.create/stream` with cache breakpoints in place."""
     system = []
     for block in request.system:
         entry: dict[str, Any] = {"type": "text", "text": block.text}
         if block.cache:
-            entry["cache_control"] = EPHEMERAL
+            entry["cache_control"] = _breakpoint(request.system_cache_ttl)
         system.append(entry)
     messages = []
     for message in request.messages:
@@ -57,7 +62,7 @@ def to_anthropic(request: ChatRequest) -> dict[str, Any]:
         if not blocks:
             continue
         if message.cache:
-            blocks[-1] = {**blocks[-1], "cache_control": EPHEMERAL}
+            blocks[-1] = {**blocks[-1], "cache_control": _breakpoint(request.history_cache_ttl)}
         messages.append({"role": message.role, "content": blocks})
     kwargs: dict[str, Any] = {
         "model": request.model,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import time
 import uuid
@@ -24,25 +25,32 @@ class AnthropicProtocol(EmulatorCore):
 
     # --- Anthropic prompt cache -----------------------------------------------------------
 
-    def _anthropic_blocks(self, body: dict[str, Any]) -> list[tuple[Any, bool]]:
-        """Every cacheable block in prefix order (tools → system → messages), with its flag."""
-        blocks: list[tuple[Any, bool]] = []
+    def _anthropic_blocks(self, body: dict[str, Any]) -> list[tuple[Any, float | None]]:
+        """Every cacheable block in prefix order (tools → system → messages), with the TTL of
+        its breakpoint in seconds (None: not a breakpoint)."""
+        blocks: list[tuple[Any, float | None]] = []
         for tool in body.get("tools") or []:
-            blocks.append((tool, "cache_control" in tool))
+            blocks.append((tool, self._ttl(tool)))
         system = body.get("system") or []
         if isinstance(system, str):
             system = [{"type": "text", "text": system}]
         for block in system:
-            blocks.append((block, "cache_control" in block))
+            blocks.append((block, self._ttl(block)))
         for message in body.get("messages") or []:
             content = message["content"]
             if isinstance(content, str):
                 content = [{"type": "text", "text": content}]
             for block in content:
-                blocks.append(({"role": message["role"], **block}, "cache_control" in block))
+                blocks.append(({"role": message["role"], **block}, self._ttl(block)))
         return blocks
 
-    def anthropic_usage(self, body: dict[str, Any]) -> tuple[dict[str, int], list[str]]:
+    def _ttl(self, block: dict[str, Any]) -> float | None:
+        control = block.get("cache_control")
+        if not control:
+            return None
+        return self.cache_ttl * (12 if control.get("ttl") == "1h" else 1)
+
+    def anthropic_usage(self, body: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
         """Usage for a request and the cache keys it writes (made usable once it streams)."""
         blocks = self._anthropic_blocks(body)
         model = body.get("model", "")
@@ -55,32 +63,46 @@ class AnthropicProtocol(EmulatorCore):
             prefix_tokens.append(running)
             prefix_keys.append(digest.copy().hexdigest())
         total = running
-        now = time.monotonic()
+        now = self.now()
         read = 0
-        breakpoints = [i for i, (_, flagged) in enumerate(blocks) if flagged]
+        breakpoints = [(i, ttl) for i, (_, ttl) in enumerate(blocks) if ttl is not None]
         with self._lock:
-            for point in breakpoints:
+            for point, _ in breakpoints:
                 for index in range(point, max(-1, point - LOOKBACK_BLOCKS), -1):
                     entry = self.cache.get(prefix_keys[index])
                     if entry and entry.usable and entry.expires > now:
-                        entry.expires = now + self.cache_ttl  # refreshed on hit
+                        entry.expires = now + entry.ttl  # refreshed on hit, for its own TTL
                         read = max(read, prefix_tokens[index])
                         break
-            written, new_keys = 0, []
-            for point in breakpoints:
+            written = written_long = 0
+            new_keys = []
+            for point, ttl in breakpoints:
                 key = prefix_keys[point]
                 if prefix_tokens[point] < self.min_cache_tokens or prefix_tokens[point] <= read:
                     continue
                 if key not in self.cache or self.cache[key].expires <= now:
-                    self.cache[key] = CacheEntry(prefix_tokens[point], now + self.cache_ttl)
+                    self.cache[key] = CacheEntry(prefix_tokens[point], now + ttl, ttl=ttl)
                     new_keys.append(key)
                 written = max(written, prefix_tokens[point] - read)
+                if ttl > self.cache_ttl:
+                    written_long = written
         usage = {
             "input_tokens": total - read - written,
             "cache_read_input_tokens": read,
             "cache_creation_input_tokens": written,
+            "cache_creation": {
+                "ephemeral_5m_input_tokens": written - written_long,
+                "ephemeral_1h_input_tokens": written_long,
+            },
         }
         return usage, new_keys
+
+    def ttl_order_error(self, body: dict[str, Any]) -> str:
+        """Anthropic refuses a 1-hour breakpoint after a 5-minute one."""
+        ttls = [ttl for _, ttl in self._anthropic_blocks(body) if ttl is not None]
+        if any(later > earlier for earlier, later in itertools.pairwise(ttls)):
+            return "A 1h cache_control block must not come after a 5m cache_control block."
+        return ""
 
     def _activate(self, keys: list[str]) -> None:
         with self._lock:
@@ -94,6 +116,9 @@ class AnthropicProtocol(EmulatorCore):
         return await self._serve("anthropic", request, self._anthropic_stream)
 
     async def _anthropic_stream(self, request, body, script: Script, record) -> web.StreamResponse:
+        order_error = self.ttl_order_error(body)
+        if order_error:
+            return self._error_response("anthropic", 400, "invalid_request_error", order_error)
         usage, new_keys = self.anthropic_usage(body)
         usage = {**usage, **{k: v for k, v in script.usage.items() if k in usage}}
         record.usage = usage

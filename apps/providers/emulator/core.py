@@ -62,6 +62,7 @@ class CacheEntry:
     tokens: int
     expires: float
     usable: bool = False
+    ttl: float = 300.0
 
 
 def _strings(value: Any) -> list[str]:
@@ -87,10 +88,13 @@ class EmulatorCore:
     def __init__(self, *, min_cache_tokens: int = 1024, cache_ttl: float = 300.0):
         self.scripts: list[Script] = []
         self.requests: list[RecordedRequest] = []
+        self.listings: list[RecordedRequest] = []  # model list requests, kept apart
         self.invalid_keys = {"bad-key"}
+        self.azure_deployments = {"gpt-4o-prod"}  # Azure OpenAI deployments that exist
         self.min_cache_tokens = min_cache_tokens
         self.cache_ttl = cache_ttl
         self.cache: dict[str, CacheEntry] = {}
+        self.skipped = 0.0
         self.models = {
             "anthropic": ["claude-sonnet-5", "claude-haiku-4-5"],
             "openai": ["gpt-4.1", "gpt-4.1-mini"],
@@ -103,6 +107,15 @@ class EmulatorCore:
 
     # --- control --------------------------------------------------------------------------
 
+    def now(self) -> float:
+        """The cache's clock: real time, plus whatever `advance` skipped."""
+        return time.monotonic() + self.skipped
+
+    def advance(self, seconds: float) -> None:
+        """Let `seconds` pass for the cache (an idle pause in a benchmark, without waiting)."""
+        with self._lock:
+            self.skipped += seconds
+
     def script(self, *scripts: Script) -> None:
         with self._lock:
             self.scripts.extend(scripts)
@@ -111,6 +124,7 @@ class EmulatorCore:
         with self._lock:
             self.scripts.clear()
             self.requests.clear()
+            self.listings.clear()
             self.cache.clear()
 
     def _take_script(self, provider: str, raw_body: str) -> Script:
@@ -128,6 +142,7 @@ class EmulatorCore:
         return (
             request.headers.get("x-api-key")
             or request.headers.get("x-goog-api-key")
+            or request.headers.get("api-key")  # Azure OpenAI
             or request.query.get("key")
             or auth.removeprefix("Bearer ").strip()
         )
@@ -236,6 +251,14 @@ class EmulatorCore:
     # --- models ----------------------------------------------------------------------------
 
     async def list_models(self, request: web.Request) -> web.Response:
+        with self._lock:
+            self.listings.append(
+                RecordedRequest(
+                    provider="models", path=request.path_qs, body={},
+                    headers={k.lower(): v for k, v in request.headers.items()},
+                    started=time.monotonic(),
+                )
+            )  # fmt: skip
         if self._key(request) in self.invalid_keys:
             kind = (
                 "gemini"

@@ -19,6 +19,33 @@ class OpenAIProtocol(EmulatorCore):
     async def openai_chat(self, request: web.Request) -> web.StreamResponse:
         return await self._serve("openai", request, self._openai_stream)
 
+    # --- Azure OpenAI: the same stream, at a deployment's path, with an API version --------
+
+    async def azure_chat(self, request: web.Request) -> web.StreamResponse:
+        refused = self._azure_refusal(request)
+        if refused is not None:
+            return refused
+        if request.match_info["deployment"] not in self.azure_deployments:
+            return self._error_response(
+                "openai", 404, "DeploymentNotFound",
+                "The API deployment for this resource does not exist.",
+            )  # fmt: skip
+        return await self._serve("openai", request, self._openai_stream)
+
+    async def azure_models(self, request: web.Request) -> web.Response:
+        refused = self._azure_refusal(request)
+        return refused if refused is not None else await self.list_models(request)
+
+    def _azure_refusal(self, request: web.Request) -> web.Response | None:
+        """Azure answers 404 without an API version and 401 without its `api-key` header."""
+        if not request.query.get("api-version"):
+            return self._error_response("openai", 404, "404", "Resource not found")
+        if not request.headers.get("api-key"):
+            return self._error_response(
+                "openai", 401, "401", "Access denied due to missing subscription key."
+            )
+        return None
+
     async def _openai_stream(self, request, body, script: Script, record) -> web.StreamResponse:
         response = await self._start(request, record, script)
         chunk_id, model = f"chatcmpl-{uuid.uuid4().hex[:12]}", body.get("model", "")

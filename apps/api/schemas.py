@@ -1,0 +1,120 @@
+"""What the API takes and returns (its OpenAPI schema is generated from these)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from uuid import UUID
+
+from ninja import Field, Schema
+
+
+class Error(Schema):
+    detail: str
+    field: str | None = None
+
+
+class SessionOut(Schema):
+    id: UUID
+    name: str
+    access: str = Field(description="owner, member or viewer")
+    model: str
+    provider: str
+    active_thread: UUID | None
+    updated_at: datetime
+
+
+class RoleOut(Schema):
+    handle: str
+    display_name: str
+    colour: str
+    icon: str
+    muted: bool
+    answers_last: bool
+
+
+class CommandOut(Schema):
+    name: str
+    usage: str
+    summary: str
+
+
+class SessionDetail(SessionOut):
+    roles: list[RoleOut]
+    commands: list[CommandOut] = Field(description="The slash commands a message may start with")
+    auto_rounds: int
+    turn_token_budget: int
+
+
+class QueuedOut(Schema):
+    id: UUID
+    author: str | None
+    text: str = Field(description="Empty for another person's whisper")
+    held: str = Field(description="Why it is held (someone left the room), if it is")
+
+
+class RoundsOut(Schema):
+    round: int
+    rounds: int
+    next: str
+
+
+class ThreadStatus(Schema):
+    id: UUID
+    label: str
+    latest_seq: int
+    queue: list[QueuedOut]
+    rounds: RoundsOut | None
+
+
+class SessionIn(Schema):
+    name: str = ""
+    roles: list[str] | None = Field(None, description="Role handles; empty: the default roles")
+
+
+class ThreadOut(Schema):
+    id: UUID
+    label: str
+    parent: UUID | None
+    latest_seq: int
+    updated_at: datetime
+
+
+class MessageOut(Schema):
+    id: UUID
+    seq: int
+    speaker: str = Field(description="'user', a role handle, or 'parley' for notices")
+    speaker_name: str
+    author: str | None = Field(None, description="The person who wrote it (a room's member)")
+    kind: str
+    stage: str = Field(description="parallel, last (answers after the others) or auto_round")
+    colour: str = Field(description="The role's colour (a person's message: empty)")
+    status: str = Field(description="queued, streaming, done, error or interrupted")
+    text: str
+    usage: dict
+    provider: str
+    model: str
+    created_at: datetime
+
+
+class MessagePage(Schema):
+    items: list[MessageOut]
+    next_after: int | None = Field(description="Pass as `after` for the next page; null: none")
+
+
+class PostIn(Schema):
+    text: str
+    client_token: UUID | None = Field(
+        None, description="The same token twice posts once (a retried request)"
+    )
+
+
+class PostOut(Schema):
+    message: MessageOut | None
+    replies: list[MessageOut]
+    notices: list[MessageOut]
+    queued: bool = Field(description="A turn was running: the message waits in the queue")
+    thread: UUID = Field(description="Where it went (a command may open another thread)")
+
+
+class Accepted(Schema):
+    ok: bool = True

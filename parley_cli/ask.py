@@ -1,0 +1,76 @@
+"""`parley ask "…" --session NAME`: post one message, wait for the turn's replies, print them
+(or JSON with --json), exit 0 when every reply finished, 1 when one failed or was stopped."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+
+from parley_cli.client import Api, ThreadState, follow
+
+IN_FLIGHT = {"queued", "streaming"}
+
+
+async def ask(api: Api, text: str, *, session: str, thread: str | None, timeout: float):
+    """The turn's replies (each a message dict with its final text), in transcript order."""
+    found = await api.find_session(session)
+    thread_id = thread or found["active_thread"]
+    state = ThreadState()
+    events = follow(api, thread_id)
+    async for kind, data in events:  # the stream is open before posting: nothing is missed
+        state.apply(kind, data)
+        if kind == "snapshot" or kind == "message":
+            break
+    posted = await api.post(thread_id, text)
+    wanted = {reply["id"] for reply in posted["replies"]}
+    for message in posted["replies"] + posted["notices"]:
+        state.know(message)
+    mine_seq = posted["message"]["seq"] if posted["message"] else None
+    if posted["queued"]:
+        print("A turn is running: your message waits in the queue…", file=sys.stderr)
+
+    def settled() -> bool:
+        nonlocal wanted
+        if mine_seq is None:
+            return False
+        if not wanted:  # a queued post: its replies are the role messages after it
+            wanted = {
+                reply.id for reply in state.messages.values()
+                if reply.data["seq"] > mine_seq and reply.data["speaker"] != "user"
+            }  # fmt: skip
+        return bool(wanted) and all(state.messages[r].status not in IN_FLIGHT for r in wanted)
+
+    if not posted["replies"] and not posted["queued"]:  # a command: its notices are the answer
+        return posted["notices"]
+
+    async def wait() -> None:
+        nonlocal mine_seq
+        async for kind, data in events:
+            reply = state.apply(kind, data)
+            if (
+                mine_seq is None and reply is not None and reply.data["speaker"] == "user"
+                and reply.data["text"] == text.strip()
+            ):  # fmt: skip
+                mine_seq = reply.data["seq"]
+            if settled():
+                return
+
+    if not settled():
+        await asyncio.wait_for(wait(), timeout)
+    await events.aclose()
+    replies = sorted((state.messages[r] for r in wanted), key=lambda r: r.data["seq"])
+    return [{**reply.data, "text": reply.text} for reply in replies]
+
+
+def print_replies(replies: list[dict], *, as_json: bool) -> int:
+    if as_json:
+        keep = ("id", "seq", "speaker", "speaker_name", "status", "text", "usage", "model")
+        print(json.dumps([{key: reply.get(key) for key in keep} for reply in replies], indent=2))
+    else:
+        for reply in replies:
+            status = "" if reply["status"] == "done" else f" ({reply['status']})"
+            print(f"── {reply['speaker_name']}{status} ──")
+            print(reply["text"].rstrip())
+            print()
+    return 0 if all(reply["status"] == "done" for reply in replies) else 1

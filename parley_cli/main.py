@@ -1,0 +1,74 @@
+"""The `parley` command: `parley chat`, `parley ask`, `parley login`."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+
+from parley_cli import config
+from parley_cli.client import Api, ApiError
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="parley", description="The council from a terminal.")
+    commands = parser.add_subparsers(dest="command", required=True)
+    chat = commands.add_parser("chat", help="a live transcript to talk to the council in")
+    chat.add_argument("--session", help="the session's name (else you choose)")
+    chat.add_argument("--thread", help="a thread's id (else the session's current one)")
+    ask = commands.add_parser("ask", help="send one message, print the turn's replies, exit")
+    ask.add_argument("text")
+    ask.add_argument("--session", required=True, help="the session's name")
+    ask.add_argument("--thread", help="a thread's id (else the session's current one)")
+    ask.add_argument("--json", action="store_true", help="the replies as JSON")
+    ask.add_argument("--timeout", type=float, default=600, help="seconds to wait (600)")
+    login = commands.add_parser("login", help="save the server's address and your token")
+    login.add_argument("--url", required=True, help="e.g. http://localhost:8000")
+    login.add_argument("--token", required=True, help="pat_… (account menu → API tokens)")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    if args.command == "login":
+        path = config.save(config.Config(url=args.url.rstrip("/"), token=args.token))
+        print(f"Saved to {path}.")
+        return 0
+    try:
+        settings = config.load()
+    except config.ConfigError as exc:
+        print(exc, file=sys.stderr)
+        return 2
+    if args.command == "ask":
+        return asyncio.run(_ask(settings, args))
+    from parley_cli.tui import ParleyChat
+
+    app = ParleyChat(Api(settings), session=args.session, thread=args.thread)
+    app.run()
+    if app.return_code:
+        return app.return_code
+    return 0
+
+
+async def _ask(settings: config.Config, args) -> int:
+    from parley_cli.ask import ask, print_replies
+
+    api = Api(settings)
+    try:
+        replies = await ask(
+            api, args.text, session=args.session, thread=args.thread, timeout=args.timeout
+        )
+    except ApiError as exc:
+        where = f" ({exc.field})" if exc.field else ""
+        print(f"Parley refused{where}: {exc.detail}", file=sys.stderr)
+        return 2
+    except TimeoutError:
+        print(f"No answer within {args.timeout:g} s.", file=sys.stderr)
+        return 1
+    finally:
+        await api.close()
+    return print_replies(replies, as_json=args.json)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
