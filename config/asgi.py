@@ -13,6 +13,8 @@ from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E40
 
 from apps.chat.live.consumers import close_tabs_on_shutdown  # noqa: E402
 from apps.chat.live.routing import websocket_urlpatterns  # noqa: E402
+from config import urls  # noqa: E402, F401  (loaded now, so frozen with the rest)
+from config.heap import freeze_startup_heap  # noqa: E402
 
 close_tabs_on_shutdown()  # a stopping daphne asks its tabs to reconnect elsewhere at once
 
@@ -24,3 +26,4 @@ application = ProtocolTypeRouter(
         ),
     }
 )
+freeze_startup_heap()

@@ -6,6 +6,7 @@ import threading
 
 from celery import Celery
 from celery.signals import worker_ready, worker_shutdown, worker_shutting_down
+from kombu.asynchronous import get_event_loop
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
 
@@ -45,6 +46,9 @@ def recovery_sweeps(stop: threading.Event, interval: float) -> None:
 def start_recovery(**kwargs) -> None:
     from django.conf import settings
 
+    from config.heap import freeze_startup_heap
+
+    freeze_startup_heap()
     recover_replies_once()
     interval = settings.PARLEY_RECOVERY_INTERVAL_SECONDS
     if interval:
@@ -67,6 +71,15 @@ def hand_over_streams(**kwargs) -> None:
     from apps.chat.live.hub import stream_hub_hand_over
 
     stream_hub_hand_over()
+    _wake_consumer_loop()
+
+
+def _wake_consumer_loop() -> None:
+    """Celery's loop notices a stop only when its poll returns, up to a second after the
+    signal; a callback queued from another thread wakes the poll now."""
+    hub = get_event_loop()
+    if hub is not None:
+        threading.Thread(target=hub.call_soon, args=(lambda: None,), daemon=True).start()
 
 
 @worker_shutdown.connect

@@ -78,6 +78,14 @@ async def lease_release(client: aioredis.Redis, message_pk: int, owner: str) -> 
     await client.eval(_RELEASE_IF_OWNER, 1, _lease_key(message_pk), owner)
 
 
+async def leases_release(client: aioredis.Redis, leases: dict[int, str]) -> None:
+    """Release many leases (message pk -> owner) in one round trip."""
+    async with client.pipeline(transaction=False) as pipe:
+        for message_pk, owner in leases.items():
+            pipe.eval(_RELEASE_IF_OWNER, 1, _lease_key(message_pk), owner)
+        await pipe.execute()
+
+
 def leases_renew(client: redis.Redis, leases: dict[int, str]) -> list[int]:
     """Renew every lease a worker holds in one round trip (message pk -> owner); return the
     replies whose lease is no longer this worker's (it lapsed and another run took over)."""

@@ -279,21 +279,25 @@ def replies_recover(*, grace_seconds: int = livestate.LEASE_TTL_SECONDS) -> list
     return restarted
 
 
-def reply_hand_over(*, message_id: int, text: str, log: list[dict] | None = None) -> bool:
-    """A stopping worker gives a streaming reply back (a deploy's SIGTERM): the text its tabs
-    were shown is kept, the reply waits again, and its task goes to the other workers, whose
-    run continues from that text — no lease to wait out, no word lost or repeated. The run
-    that stopped is not counted against the reply's attempts."""
+def replies_hand_over(*, replies: dict[int, tuple[str, list[dict]]]) -> int:
+    """A stopping worker gives its streaming replies back (a deploy's SIGTERM), message pk ->
+    (the text its tabs were shown, the reply's log): each waits again with that text, and its
+    task goes to the other workers, whose run continues from it — no lease to wait out, no
+    word lost or repeated. The run that stopped is not counted against a reply's attempts.
+    One transaction for them all: on SQLite one hold of the writer's lock, not one each."""
     with transaction.atomic():
-        handed = Message.objects.filter(pk=message_id, status=MessageStatus.STREAMING).update(
-            status=MessageStatus.QUEUED,
-            content=[{"type": "text", "text": storable(text)}] if text else [],
-            attempt=Greatest(F("attempt") - 1, 0),
-            **({"log": log} if log is not None else {}),
-        )
-        if handed:
-            dispatch([Message(pk=message_id)])
-    return bool(handed)
+        handed = [
+            Message(pk=message_pk)
+            for message_pk, (text, log) in replies.items()
+            if Message.objects.filter(pk=message_pk, status=MessageStatus.STREAMING).update(
+                status=MessageStatus.QUEUED,
+                content=[{"type": "text", "text": storable(text)}] if text else [],
+                attempt=Greatest(F("attempt") - 1, 0),
+                log=log,
+            )
+        ]
+        dispatch(handed)
+    return len(handed)
 
 
 def reply_settle(*, message_id: int, advance: bool = True, **final: Any) -> tuple[Message, dict]:

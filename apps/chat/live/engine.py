@@ -21,7 +21,7 @@ from apps.chat import livestate
 from apps.chat.council import orchestration, summaries, tools
 from apps.chat.council.dispatch import enqueue_reply
 from apps.chat.council.intent import intent_from_model, with_format_rule
-from apps.chat.council.replies import reply_hand_over, reply_rerun, reply_settle
+from apps.chat.council.replies import reply_rerun, reply_settle
 from apps.chat.council.requests import request_for_reply
 from apps.chat.council.starting import ReplyStart, reply_start
 from apps.chat.council.turn_guard import TurnGuard
@@ -240,7 +240,7 @@ async def _stream_claimed(hub: StreamHub, start: ReplyStart, lease: str) -> None
         status = MessageStatus.INTERRUPTED
         if live.handed_over and not live.lease_lost:
             hub.detach(live)
-            await _hand_over(hub, live)
+            await hub.give_back(live)
             return
     except ProviderError as exc:  # providers quote keys back (401 bodies do): never kept
         status, error = MessageStatus.ERROR, scrub(str(exc), api_key)
@@ -284,17 +284,6 @@ def _note_tool(live: LiveReply, event: ToolCall | ToolResult) -> None:
     else:
         extra = {"trimmed_to": len(event.trimmed)} if event.trimmed else {}
         live.note("tool_result", event.name, size=len(event.content), error=event.is_error, **extra)
-
-
-async def _hand_over(hub: StreamHub, live: LiveReply) -> None:
-    """Give a reply to the other workers: everything received is published (the tail holds
-    what the tabs were shown), saved as the reply's text, and its task is sent again; the
-    lease goes at once, so the run that takes over starts right away."""
-    await hub.flush(live)
-    hub.leases.pop(live.message_pk, None)
-    await livestate.lease_release(hub.redis, live.message_pk, live.lease)
-    live.note("handed_over", "this worker stopped: another continues the reply")
-    await in_db_thread(reply_hand_over)(message_id=live.message_pk, text=live.text, log=live.log)
 
 
 async def _settle(

@@ -33,6 +33,7 @@ from channels.db import database_sync_to_async
 from django.conf import settings
 
 from apps.chat import livebus, livestate
+from apps.chat.council.replies import replies_hand_over
 from apps.chat.display import events
 from apps.chat.live.publisher import LiveReply
 from apps.chat.records.replies import replies_checkpoint
@@ -47,6 +48,8 @@ STREAMS_PER_TICK = 50
 MAX_TICK_STRETCH = 4
 MAX_NAP_SECONDS = 0.1
 COUNTS_INTERVAL_SECONDS = 1.0
+# Replies stopped by one SIGTERM reach `give_back` within a few loop turns of each other.
+GIVE_BACK_GATHER_SECONDS = 0.05
 RESUBSCRIBE_SECONDS = 1.0
 
 
@@ -78,6 +81,7 @@ class StreamHub:
         self._services: list[asyncio.Task] = []
         self._errands: set[asyncio.Task] = set()  # one-off tasks, referenced until they end
         self.handing_over = False  # the worker is stopping: its replies go to other workers
+        self._giving_back: list[tuple[LiveReply, asyncio.Future[None]]] = []
         self._work = asyncio.Event()  # set while there is anything to tick for
 
     # --- from any thread ----------------------------------------------------------------------
@@ -105,6 +109,48 @@ class StreamHub:
             live.handed_over = True
             self._cancel([live.message_id])
         logger.info("Handing %d streaming replies over to the other workers", len(self.replies))
+
+    async def give_back(self, live: LiveReply) -> None:
+        """Give a stopped reply to the other workers, with the others stopped at the same
+        time (see `_give_back_batch`)."""
+        given = self.loop.create_future()
+        self._giving_back.append((live, given))
+        if len(self._giving_back) == 1:
+            self.run_errand(self._give_back_batch(), "hand replies over to the other workers")
+        await given
+
+    async def _give_back_batch(self) -> None:
+        """Everything received is published (the tail holds what the tabs were shown), the
+        leases go at once, so the runs that take over start right away, and the replies wait
+        again with their tasks sent: one round trip and one transaction for the whole batch,
+        so a worker stopping under 50 streams is not held up by 50 of each."""
+        await asyncio.sleep(GIVE_BACK_GATHER_SECONDS)
+        batch, self._giving_back = self._giving_back, []
+        lives = [live for live, _ in batch]
+        started = time.monotonic()
+        try:
+            for live in lives:
+                await live.publishing.acquire()
+            try:
+                await self._publish(lives)
+            finally:
+                for live in lives:
+                    live.publishing.release()
+            leases = {live.message_pk: live.lease for live in lives}
+            for live in lives:
+                self.leases.pop(live.message_pk, None)
+                live.note("handed_over", "this worker stopped: another continues the reply")
+            await livestate.leases_release(self.redis, leases)
+            await in_db_thread(replies_hand_over)(
+                replies={live.message_pk: (live.text, live.log) for live in lives}
+            )
+        except Exception as exc:
+            for _, given in batch:
+                given.set_exception(exc)
+            return
+        logger.info("Handed %d replies over in %.2f s", len(lives), time.monotonic() - started)
+        for _, given in batch:
+            given.set_result(None)
 
     def stop(self) -> None:
         """End the hub's own work and its loop (the worker is shutting down: no task waits)."""
