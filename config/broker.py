@@ -36,4 +36,5 @@ class Transport(redis.Transport):
     Channel = Channel
     # A stopping worker reads its last BRPOP's answer before it exits, so the block bounds a
     # deploy's stop (kombu's default is 1 s); an idle worker asks Redis 4 times a second.
-    brpop_timeout = 0.25  # type: ignore[assignment]  (kombu annotates whole seconds; Redis takes a float)
+    # (kombu's class attribute is an int; BRPOP takes a float.)
+    brpop_timeout = 0.25  # type: ignore[assignment]
