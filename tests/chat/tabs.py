@@ -31,6 +31,10 @@ class Tab:
     deltas: list[tuple[str, str]] = field(default_factory=list)
     snapshots: list[tuple[str, str]] = field(default_factory=list)
     frames: list[str] = field(default_factory=list)
+    # The page held no bubbles before the socket's frames (as htmx treats it: a replacement
+    # or text for a bubble not on the page goes nowhere). Off, the model takes them as
+    # standing for bubbles the page was rendered with.
+    page_is_empty: bool = False
 
     def apply(self, frame: str) -> None:
         """Apply a frame's fragments in document order, as htmx does."""
@@ -41,12 +45,20 @@ class Tab:
         for match in fragments:
             if match.re is DELTA:
                 message_id, text = match["id"], html.unescape(match["text"])
+                if self.page_is_empty and message_id not in self.bubbles:
+                    continue  # htmx drops text for a bubble that is not on the page
                 self.deltas.append((message_id, text))
                 self.bubbles[message_id].text += text
                 continue
             if 'hx-swap-oob="delete"' in match["attrs"]:  # a waiting bubble that went away
                 self.bubbles.pop(match["id"], None)
                 continue
+            if (
+                self.page_is_empty
+                and 'hx-swap-oob="true"' in match["attrs"]
+                and match["id"] not in self.bubbles
+            ):
+                continue  # htmx drops a replacement whose bubble is not on the page
             status = STATUS.search(match["attrs"])[1]
             stream = STREAM_TEXT.search(match["body"])
             text = html.unescape(stream[1]) if stream else ""

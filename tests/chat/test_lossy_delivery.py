@@ -3,7 +3,7 @@ exact final state of every reply, without a reload.
 
 Real parts: the Celery worker streams from the demo provider through Redis; each tab is a
 websocket on the full ASGI stack. Only the hand-over from the process's bus reader to a tab
-(`GroupSocket.deliver`) is made lossy.
+(`GroupSocket.deliver`) is made lossy, or the web process's announcer late.
 """
 
 from __future__ import annotations
@@ -16,11 +16,13 @@ import pytest
 from channels.db import database_sync_to_async
 
 from apps.chat.display.bubbles import bubble_fragments
+from apps.chat.display.events import Announcer
 from apps.chat.live.consumers import GroupSocket
 from apps.chat.models import Message, MessageStatus
 from apps.chat.records.threads import thread_create
 from tests.chat.tabs import Tab
 from tests.chat.test_live_streaming import open_tab, post, session_cookie
+from tests.conftest import wait_until
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -138,3 +140,35 @@ async def test_every_tab_converges_when_the_finished_push_of_some_replies_is_los
     finally:
         await close(tabs)
     assert dropped[0] >= STREAMS  # most tabs never got their reply's finished push
+
+
+async def test_a_reply_that_settles_before_its_bubble_is_announced_still_appears(
+    alice, alice_thread, celery_worker, fast_demo, monkeypatch
+):
+    """The worker can be quicker than the web process's announcer: a short reply's finished
+    state reaches the tab before the push that appends its bubble. The state has no bubble
+    to replace, and the append comes after the tab heard of the reply; the tab must still
+    end up showing it, settled, without a reload."""
+    fast_demo.PARLEY_DEMO_TOKENS_PER_SECOND = 400
+    announce = Announcer._announce
+
+    def settled() -> bool:
+        replies = Message.objects.filter(thread=alice_thread).exclude(speaker="user")
+        return replies.exists() and not replies.exclude(status=MessageStatus.DONE).exists()
+
+    def late_announce(self, batch):
+        wait_until(settled, timeout=30)
+        announce(self, batch)
+
+    monkeypatch.setattr(Announcer, "_announce", late_announce)
+    tabs: list = []
+    try:
+        cookie = await database_sync_to_async(session_cookie)(alice)
+        tab, communicator = Tab(page_is_empty=True), await open_tab(cookie, alice_thread)
+        tabs.append((alice_thread, tab, communicator))
+        while not tab.synced:
+            tab.apply(await communicator.receive_from(timeout=10))
+        _, reply = await post(alice_thread, alice, "A short one, please")
+        await converge(tabs, {alice_thread.pk: reply}, timeout=30)
+    finally:
+        await close(tabs)

@@ -404,7 +404,15 @@ class ThreadConsumer(GroupSocket):
             self.seen[message_id] = 0  # the reply runs again from the start
             self.replies_to_resync.discard(message_id)
             return list(event["fragments"])
-        if seq <= self.seen.get(message_id, 0):
+        if message_id not in self.seen:
+            # A reply whose bubble this tab was never given: the worker was quicker than the
+            # announcer of the post that made it (or the page is older than the message).
+            # The replace has nothing to replace, and the append, when it comes, would be
+            # taken for stale: fetch the bubble as it is now instead.
+            self.replies_to_resync.add(message_id)
+            self.stale.add("replies")
+            return []
+        if seq <= self.seen[message_id]:
             return []
         self.seen[message_id] = seq
         self.replies_to_resync.discard(message_id)
