@@ -265,7 +265,7 @@ class ParleyChat(App):
                 elif reply is not None:
                     self.show(reply)
                     if kind == "message":
-                        self.run_worker(self.refresh_thread(), group="status", exclusive=True)
+                        self.run_worker(self.refresh_thread, group="status", exclusive=True)
         except ApiError as exc:  # a revoked token, a room left: say so, keep the transcript
             self.set_link(f"refused: {exc.detail}")
             self.notify(exc.detail, severity="error", timeout=10)
