@@ -229,6 +229,11 @@ class ParleyChat(App):
         line = " · ".join(part for part in [*parts, self.rounds, limit, self.link] if part)
         self.query_one("#status", Static).update(line)
 
+    @work(exclusive=True, group="status")
+    async def refresh_thread_soon(self) -> None:
+        """`refresh_thread` without waiting for it (the newest call wins)."""
+        await self.refresh_thread()
+
     async def refresh_thread(self) -> None:
         """The queue and the auto-rounds, as the server has them now."""
         if not self.thread_id:
@@ -265,7 +270,7 @@ class ParleyChat(App):
                 elif reply is not None:
                     self.show(reply)
                     if kind == "message":
-                        self.run_worker(self.refresh_thread, group="status", exclusive=True)
+                        self.refresh_thread_soon()
         except ApiError as exc:  # a revoked token, a room left: say so, keep the transcript
             self.set_link(f"refused: {exc.detail}")
             self.notify(exc.detail, severity="error", timeout=10)
