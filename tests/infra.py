@@ -65,6 +65,11 @@ def pytest_load_initial_conftests(early_config, parser, args):
     run_id = uuid.uuid4().hex[:8]
     os.environ["PARLEY_TASK_QUEUE"] = f"parley-test-{run_id}"
     os.environ["PARLEY_CHANNEL_PREFIX"] = f"parley-test-{run_id}"
+    # The suite's process is a web server, a Celery worker (256 threads) and the tests' own
+    # threads at once, which no deployed process is: on PostgreSQL it gets a larger pool
+    # than a process's default 16 (CI's full PostgreSQL run once ran out of it, and hung,
+    # in the terminal-client tests near the suite's end).
+    os.environ.setdefault("PARLEY_DB_POOL_SIZE", "40")
     # Tests that leave replies behind on purpose run the recovery themselves, when they choose.
     os.environ["PARLEY_RECOVERY_INTERVAL_SECONDS"] = "0"
     if not os.environ.get("REDIS_URL"):
