@@ -212,6 +212,9 @@ PARLEY_WORKER_DB_THREADS = env_int("PARLEY_WORKER_DB_THREADS", 8, minimum=1)
 PARLEY_REPLY_TIMEOUT_SECONDS = env_int("PARLEY_REPLY_TIMEOUT_SECONDS", 900, minimum=5)
 # Requests per minute each API token may make (beyond it: 429 with Retry-After).
 PARLEY_API_RATE = env_str("PARLEY_API_RATE", "120/min")
+# Live streams (`/threads/{id}/events`) open at once, per token and per person (all tokens).
+PARLEY_API_STREAMS_PER_TOKEN = env_int("PARLEY_API_STREAMS_PER_TOKEN", 5, minimum=1)
+PARLEY_API_STREAMS_PER_USER = env_int("PARLEY_API_STREAMS_PER_USER", 10, minimum=1)
 # Every worker looks for replies left behind (a dead worker, a lost task) when it starts and
 # then at this interval; 0 keeps only the look at start.
 PARLEY_RECOVERY_INTERVAL_SECONDS = env_int("PARLEY_RECOVERY_INTERVAL_SECONDS", 3, minimum=0)

@@ -1,7 +1,8 @@
 from django.contrib import admin
-from django.utils import timezone
+from django.db import transaction
 
 from apps.api.models import AccessToken
+from apps.api.tokens import token_revoke
 
 
 @admin.register(AccessToken)
@@ -20,5 +21,9 @@ class AccessTokenAdmin(admin.ModelAdmin):
 
     @admin.action(description="Revoke the selected tokens")
     def revoke(self, request, queryset):
-        count = queryset.filter(revoked_at=None).update(revoked_at=timezone.now())
+        with transaction.atomic():  # one way to revoke: its open streams end too
+            active = list(queryset.filter(revoked_at=None))
+            for token in active:
+                token_revoke(token=token)
+        count = len(active)
         self.message_user(request, f"Revoked {count} token(s).")

@@ -8,12 +8,12 @@ from django.conf import settings
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.http import Http404
 from ninja import NinjaAPI
-from ninja.errors import AuthenticationError, Throttled
+from ninja.errors import AuthenticationError, HttpError, Throttled
 from ninja.errors import ValidationError as SchemaError
-from ninja.throttling import AuthRateThrottle
 
 from apps.api.auth import TokenAuth
 from apps.api.endpoints import router
+from apps.api.limits import TokenRateThrottle
 from apps.api.stream import router as stream_router
 
 api = NinjaAPI(
@@ -22,7 +22,7 @@ api = NinjaAPI(
     description="Sessions, threads, messages and live streams of Parley, with a personal "
     "access token (`Authorization: Bearer pat_…`; make one under Account → API tokens).",
     auth=TokenAuth(),
-    throttle=[AuthRateThrottle(settings.PARLEY_API_RATE)],
+    throttle=[TokenRateThrottle(settings.PARLEY_API_RATE)],
     openapi_url="/schema",
     docs_url="/docs",
     urls_namespace="api",
@@ -52,6 +52,11 @@ def bad_schema(request, exc: SchemaError):
     location = [str(part) for part in first.get("loc", ()) if part not in ("body", "query")]
     field = location[-1] if location else None
     return _error(request, 400, str(first.get("msg", "The request is not valid.")), field)
+
+
+@api.exception_handler(HttpError)
+def http_error(request, exc: HttpError):
+    return _error(request, exc.status_code, exc.message)
 
 
 @api.exception_handler(Http404)

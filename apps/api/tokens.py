@@ -10,6 +10,7 @@ from django.core.exceptions import ValidationError
 from django.utils import timezone
 
 from apps.api.models import AccessToken, TokenScope
+from apps.chat.display import events
 
 PREFIX = "pat_"
 TOUCH_EVERY = timedelta(minutes=1)  # last-used time is written at most this often
@@ -55,4 +56,5 @@ def token_revoke(*, token: AccessToken) -> AccessToken:
     if token.revoked_at is None:
         token.revoked_at = timezone.now()
         token.save(update_fields=["revoked_at"])
+        events.publish_token_revoked_on_commit(user_id=token.user_id, token_id=token.pk)
     return token

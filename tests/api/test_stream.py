@@ -4,7 +4,6 @@ Last-Event-ID misses nothing and gets nothing twice."""
 
 from __future__ import annotations
 
-import contextlib
 import json
 
 import httpx
@@ -103,20 +102,3 @@ def test_a_client_too_far_behind_gets_a_fresh_snapshot(alice, alice_thread, asgi
 def test_the_stream_needs_a_token(alice_thread, asgi_server):
     url = f"{asgi_server.url}/api/v1/threads/{alice_thread.public_id}/events"
     assert httpx.get(url, timeout=10).status_code == 401
-
-
-def test_open_streams_hold_no_database_connection(alice, alice_thread, asgi_server, settings):
-    """A stream lasts as long as its client: it must give its connection back after each
-    read, or more open streams than the pool's connections stop every request of the
-    process (on PostgreSQL the pool holds PARLEY_DB_POOL_SIZE, 16 by default)."""
-    raw = token_create(user=alice, name="sse", scope="read")[1]
-    headers = {"Authorization": f"Bearer {raw}"}
-    url = f"{asgi_server.url}/api/v1/threads/{alice_thread.public_id}/events"
-    with contextlib.ExitStack() as open_streams, httpx.Client(timeout=20) as client:
-        for _ in range(20):
-            response = open_streams.enter_context(client.stream("GET", url, headers=headers))
-            kind, _, _ = next(events(response.iter_lines(), until=lambda k, d: True))
-            assert kind == "snapshot"
-        with httpx.Client(timeout=10) as other:
-            answer = other.get(f"{asgi_server.url}/api/v1/sessions", headers=headers)
-        assert answer.status_code == 200

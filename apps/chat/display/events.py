@@ -390,6 +390,12 @@ def publish_room_left_on_commit(*, session: Session, user_id: int, left: bool) -
     _send_on_commit(lambda: [(user_group(user_id), event)])
 
 
+def publish_token_revoked_on_commit(*, user_id: int, token_id: int) -> None:
+    """After commit, end the live streams read with a token its person has revoked."""
+    event = {"type": "token.revoked", "token": token_id}
+    _send_on_commit(lambda: [(user_group(user_id), event)])
+
+
 def publish_digest_on_commit(*, digest) -> None:
     """After commit, fill in a "while you were away" card on its person's tabs."""
     _send_on_commit(lambda: [(user_group(digest.user_id), html_event(render_digest(digest)))])
