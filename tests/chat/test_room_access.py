@@ -6,14 +6,18 @@ to someone who may read the room, and is a 404 to anyone else."""
 from __future__ import annotations
 
 import asyncio
+import json
 
 import pytest
 from channels.db import database_sync_to_async
+from channels.testing import WebsocketCommunicator
 from django.test import Client
 from django.urls import resolve, reverse
 
+from apps.chat.council.posting import message_post
 from apps.chat.models import Membership, QueuedMessage
 from apps.chat.records.rooms import invite_create, member_add, member_remove
+from config.asgi import application
 from tests.chat.test_every_url import snapshot, urls, world  # noqa: F401  (a fixture)
 from tests.chat.test_live_streaming import open_tab, session_cookie
 
@@ -214,6 +218,36 @@ async def test_a_removed_members_open_tab_is_told_and_closed_at_once(alice, bob,
     await tab.disconnect()
     assert any("You are no longer in this room" in frame for frame in frames)
     assert not await Membership.objects.filter(user=bob).aexists()
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("how", ["removed", "left"])
+async def test_a_socket_opened_before_losing_access_gets_nothing_when_it_syncs(
+    how, alice, bob, alice_thread
+):
+    """Opened while in the room, synced after being taken out (or leaving): the socket closes
+    with 4404 and sends no bubble, no transcript and no live push."""
+    session = alice_thread.session
+    membership = await database_sync_to_async(member_add)(session=session, by=alice, username="bob")
+    await database_sync_to_async(message_post)(
+        thread=alice_thread, author=alice, text="secret plan"
+    )
+    headers = [(b"origin", b"http://localhost"),
+               (b"cookie", await database_sync_to_async(session_cookie)(bob))]  # fmt: skip
+    tab = WebsocketCommunicator(application, f"/ws/threads/{alice_thread.public_id}/", headers)
+    connected, _ = await tab.connect(timeout=10)
+    assert connected
+    await database_sync_to_async(member_remove)(
+        membership=membership, by=alice if how == "removed" else bob
+    )
+    await tab.send_to(text_data=json.dumps({"type": "sync", "after_seq": 0, "pending": []}))
+    frames = []
+    async with asyncio.timeout(10):
+        while (output := await tab.receive_output(timeout=10))["type"] != "websocket.close":
+            frames.append(output.get("text", ""))
+    await tab.disconnect()
+    assert output["code"] == 4404
+    assert not any("secret plan" in frame or "msg-" in frame for frame in frames), frames
 
 
 def test_an_invite_link_made_in_the_panel_lets_one_person_in_once(alice, alice_thread, make_user):

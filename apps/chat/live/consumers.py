@@ -262,6 +262,10 @@ class ThreadConsumer(GroupSocket):
                         events.user_group(self.user.pk),
                     ]
                 )
+            # Access again, after following (a change from now on arrives as a push): the
+            # person may have been taken out of the room since the socket opened.
+            if not await self._still_readable():
+                return
             async with self.sending:
                 await self._catch_up(thread, after_seq=after_seq, pending=pending)
                 await self.send(text_data=SYNCED)
@@ -418,9 +422,18 @@ class ThreadConsumer(GroupSocket):
         self.replies_to_resync.discard(message_id)
         return list(event["fragments"])
 
+    async def _still_readable(self) -> bool:
+        """Whether the person may still read the thread; if not, the socket closes."""
+        thread = self.thread
+        if thread is not None and await self._readable_thread(self.user, thread.public_id):
+            return True
+        self.thread = None
+        await self.close(code=CLOSE_NOT_FOUND)
+        return False
+
     async def resync(self, topic: str) -> None:
         thread = self.thread
-        if thread is None:
+        if thread is None or not await self._still_readable():
             return
         if topic == "replies":  # some replies' own deltas skipped a number
             ids, self.replies_to_resync = sorted(self.replies_to_resync), set()
