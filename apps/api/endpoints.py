@@ -250,6 +250,8 @@ def post_message(request, thread_id: UUID, body: PostIn):
             thread=thread, author=request.user, text=body.text, client_token=body.client_token
         )
     except ValidationError as exc:
+        if getattr(exc, "code", None) == "budget":
+            raise HttpError(429, " ".join(exc.messages)) from None
         raise ValidationError({"text": " ".join(exc.messages)}) from None
     return Status(
         201,
@@ -279,9 +281,10 @@ def _rerun(request, message_id: UUID, *, failed_only: bool) -> MessageOut:
     if failed_only and message.status == MessageStatus.DONE:
         raise HttpError(409, "The reply did not fail: regenerate it instead.")
     try:
-        rerun = replies.reply_rerun(message=message)
+        rerun = replies.reply_rerun(message=message, by=request.user)
     except ValidationError as exc:
-        raise HttpError(409, " ".join(exc.messages)) from None
+        over_budget = getattr(exc, "code", None) == "budget"
+        raise HttpError(429 if over_budget else 409, " ".join(exc.messages)) from None
     return messages_out([rerun])[0]
 
 

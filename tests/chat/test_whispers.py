@@ -20,6 +20,7 @@ from apps.chat.search import search_session
 from apps.chat.selectors import transcript_page
 from apps.chat.web.exports import export_json, export_markdown
 from tests.chat.tabs import Tab
+from tests.chat.test_budgets import finish
 from tests.chat.test_live_streaming import open_tab, session_cookie
 
 pytestmark = pytest.mark.django_db
@@ -117,9 +118,9 @@ def test_a_members_daily_token_budget_stops_their_messages_not_the_owners(room, 
     membership = room.session.memberships.get(user=bob)
     member_set_budget(membership=membership, by=alice, tokens=20)
     posted = message_post(thread=room, author=bob, text="@director one")
-    settle(posted.replies)  # 15 tokens
+    finish(posted.replies[0], 15)
     posted = message_post(thread=room, author=bob, text="@director two")
-    settle(posted.replies)  # 30: over
+    finish(posted.replies[0], 15)  # 30: over
     with pytest.raises(ValidationError, match="You have used your 20 tokens for today"):
         message_post(thread=room, author=bob, text="@director three")
     message_post(thread=room, author=alice, text="@director the owner goes on")

@@ -272,7 +272,8 @@ def retry_command(*, thread: Thread, session: Session, author: Any, argument: st
     failed = replies_to_retry(thread=thread)
     if not failed:
         return _notice(thread, "Nothing to retry: every reply of the last turn finished.")
-    replies = [reply_rerun(message=message) for message in failed]
+    with transaction.atomic():  # all of them, or none past the budget
+        replies = [reply_rerun(message=message, by=author) for message in failed]
     names = ", ".join(f"@{m.speaker}" for m in replies)
     posted = _notice(thread, f"Retrying {names}.")
     return PostedMessage(user_message=None, replies=[], notices=posted.notices)

@@ -38,6 +38,7 @@ from apps.chat.models import (
     Turn,
     TurnMode,
 )
+from apps.chat.records.budgets import budget_reserve
 from apps.chat.records.messages import allocate_seqs, notice_create
 from apps.chat.records.replies import reply_placeholder
 from apps.chat.records.threads import thread_autoname, thread_autoname_from_replies
@@ -176,6 +177,8 @@ def turn_start(
     if sequential:  # one at a time, in the session's round order
         order = [role.handle for role in rounds.round_order(session)]
         targets.sort(key=lambda handle: order.index(handle) if handle in order else len(order))
+    # Before anything is saved: a member past their daily budget starts nothing.
+    budget_day = budget_reserve(session=session, person=author, replies=len(targets))
     seqs = iter(allocate_seqs(thread, 1 + len(notices) + len(targets)))
     user_message = Message.objects.create(
         thread=thread,
@@ -210,6 +213,7 @@ def turn_start(
             turn=turn,
             stage=Stage.LAST if handle in route.last else Stage.PARALLEL,
             link=links_by_handle.get(handle),
+            budget_day=budget_day,
         )
         for handle in targets
     ]

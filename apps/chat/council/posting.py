@@ -5,14 +5,15 @@ from __future__ import annotations
 import uuid
 
 from django.core.exceptions import ValidationError
-from django.db import IntegrityError
+from django.db import IntegrityError, transaction
 
 from apps.chat.council import orchestration, replies
 from apps.chat.council.commands import is_command, run_command
 from apps.chat.council.posted import PostedMessage
-from apps.chat.council.room_rules import Whisper, budget_check, is_whisper, whisper_parse
+from apps.chat.council.room_rules import Whisper, is_whisper, whisper_parse
 from apps.chat.display import events
 from apps.chat.models import Message, QueuedMessage, Thread
+from apps.chat.records.budgets import budget_check
 from apps.chat.records.text import validate_message_text
 from apps.chat.records.threads import thread_branch
 from apps.chat.selectors import transcript_messages
@@ -39,7 +40,7 @@ def message_post(
         earlier = _posted_with(thread, client_token)
         if earlier is not None:
             return earlier
-    budget_check(session=thread.session, author=author)
+    budget_check(session=thread.session, person=author)  # early; reserved when it starts
     try:
         return _post(
             thread=thread, author=author, text=text, client_token=client_token, whisper=whisper
@@ -90,8 +91,9 @@ def message_edit(*, message: Message, author, text: str) -> PostedMessage:
         raise ValidationError("Only your own messages can be edited.")
     text = validate_message_text(text)
     before = transcript_messages(thread=message.thread, before_seq=message.seq)
-    branch = thread_branch(thread=message.thread, message=before[-1] if before else None)
-    posted = message_post(thread=branch, author=author, text=text)
+    with transaction.atomic():  # a refused post leaves no empty branch behind
+        branch = thread_branch(thread=message.thread, message=before[-1] if before else None)
+        posted = message_post(thread=branch, author=author, text=text)
     return PostedMessage(
         user_message=posted.user_message,
         replies=posted.replies,

@@ -27,6 +27,7 @@ from apps.chat.models import (
     Turn,
     person_name,
 )
+from apps.chat.records.budgets import budget_reserve
 from apps.chat.records.messages import notice_create
 from apps.chat.records.replies import message_finish, reply_provider
 from apps.chat.records.text import storable
@@ -40,11 +41,13 @@ INTERRUPT_POLL_SECONDS = 0.05
 REDISPATCH_SECONDS = 2 * livestate.LEASE_RENEW_SECONDS
 
 
-def reply_rerun(*, message: Message) -> Message:
+def reply_rerun(*, message: Message, by=None) -> Message:
     """Run a role's reply again (Retry after an error, Regenerate after any ending).
 
     The message keeps its place in the transcript; its previous text, if any, is kept in
     `alternatives`. The current session settings apply, so a fixed key or a new model is used.
+    The new run is charged to `by`'s daily budget (refused once it is used up); without `by`
+    (the worker retrying on its own) to the budget the reply was charged to.
     """
     if message.kind != MessageKind.CHAT or message.is_user:
         raise ValidationError("Only a role's reply can be run again.")
@@ -59,6 +62,8 @@ def reply_rerun(*, message: Message) -> Message:
         message = Message.objects.select_for_update().get(pk=message.pk)
         if message.in_flight:
             raise ValidationError("That reply is still running; stop it first.")
+        if by is not None:
+            message.budget_day = budget_reserve(session=session, person=by, replies=1)
         alternatives = list(message.alternatives)
         if message.text:
             alternatives.append(
@@ -83,15 +88,19 @@ def reply_rerun(*, message: Message) -> Message:
     return message
 
 
-def reply_continue(*, message: Message) -> Message:
+def reply_continue(*, message: Message, by=None) -> Message:
     """Let a cut-off reply go on from its last word (Continue); its text stays and the model
-    is asked to continue exactly where it stopped."""
+    is asked to continue exactly where it stopped. Charged to `by`'s daily budget."""
     with transaction.atomic():
+        charge = {}
+        if by is not None:
+            session = Session.objects.get(pk=message.thread.session_id)
+            charge["budget_day"] = budget_reserve(session=session, person=by, replies=1)
         updated = Message.objects.filter(
             pk=message.pk, status=MessageStatus.DONE, stop_reason="max_tokens"
         ).update(
             status=MessageStatus.QUEUED, stop_reason="", attempt=0,
-            finished_at=None, started_at=None, dispatched_at=None,
+            finished_at=None, started_at=None, dispatched_at=None, **charge,
         )  # fmt: skip
         if not updated:
             raise ValidationError("Only a reply that was cut off can be continued.")

@@ -1,21 +1,15 @@
-"""What a room adds to posting: whispers (messages for part of the room), mentions of people,
-and each member's daily token budget."""
+"""What a room adds to posting: whispers (messages for part of the room) and mentions of
+people. Each member's daily token budget is kept in `records.budgets`."""
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from datetime import datetime, time
 
 from django.core.exceptions import ValidationError
-from django.db.models import IntegerField, Sum
-from django.db.models.fields.json import KT
-from django.db.models.functions import Cast, Coalesce
-from django.utils import timezone
 
 from apps.chat.access import room_people_by_name
-from apps.chat.models import USER_SPEAKER, Membership, Message, Session
-from apps.providers.pricing import USAGE_KEYS
+from apps.chat.models import Session
 from apps.roles.routing import leading_mentions
 
 WHISPER = re.compile(r"^/(?:whisper|w)(?:\s+|$)", re.I)
@@ -65,42 +59,3 @@ def whisper_parse(*, session: Session, author, text: str) -> Whisper:
     if len(audience) == 1 and not roles:
         raise ValidationError("Whisper to someone besides yourself: a role or a person here.")
     return Whisper(text=body, people=audience, roles=roles)
-
-
-def tokens_used_today(*, session: Session, user) -> int:
-    """The tokens the replies to `user`'s messages in this room have used since midnight."""
-    midnight = timezone.make_aware(datetime.combine(timezone.localdate(), time.min))
-    replies = (
-        Message.objects.filter(
-            thread__session=session,
-            turn__user_message__author=user,
-            created_at__gte=midnight,
-        )
-        .exclude(speaker=USER_SPEAKER)
-        .order_by()
-    )
-    sums = replies.aggregate(
-        **{key: Coalesce(Sum(Cast(KT(f"usage__{key}"), IntegerField())), 0) for key in USAGE_KEYS}
-    )
-    return sum(sums.values())
-
-
-def budget_check(*, session: Session, author) -> None:
-    """Refuse a member's message once the replies to their messages have used the daily
-    budget the owner set for them (the owner pays, and has no budget)."""
-    if author is None or author.pk == session.owner_id:
-        return
-    budget = (
-        Membership.objects.filter(session=session, user=author)
-        .values_list("daily_token_budget", flat=True)
-        .first()
-    )
-    if budget is None:
-        return
-    used = tokens_used_today(session=session, user=author)
-    if used >= budget:
-        raise ValidationError(
-            f"You have used your {budget:,} tokens for today in this room ({used:,} so far); "
-            "the owner sets this budget. It starts again at midnight.",
-            code="budget",
-        )

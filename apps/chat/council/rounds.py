@@ -8,7 +8,10 @@ waiting bubble is created while the current one streams. Called under the turn's
 
 from __future__ import annotations
 
+import contextlib
+
 from django.conf import settings
+from django.core.exceptions import ValidationError
 from django.utils import timezone
 
 from apps.chat.council.dispatch import dispatch
@@ -22,6 +25,7 @@ from apps.chat.models import (
     Turn,
     TurnStop,
 )
+from apps.chat.records.budgets import budget_reserve
 from apps.chat.records.messages import allocate_seqs, notice_create
 from apps.chat.records.replies import reply_placeholder, reply_retarget
 from apps.roles.models import Role
@@ -96,10 +100,15 @@ def _round_robin(turn: Turn, order: list[Role]) -> Role | None:
 
 
 def _placeholder(turn: Turn, thread: Thread, session: Session, role: Role) -> Message:
+    """The next auto-round reply, charged to whoever started the turn (ValidationError once
+    their daily budget is used up)."""
+    author = turn.user_message.author if turn.user_message_id else None
+    budget_day = budget_reserve(session=session, person=author, replies=1)
     (seq,) = allocate_seqs(thread, 1)
     reply = reply_placeholder(
-        thread=thread, session=session, role=role, seq=seq, turn=turn, stage=Stage.AUTO_ROUND
-    )
+        thread=thread, session=session, role=role, seq=seq, turn=turn, stage=Stage.AUTO_ROUND,
+        budget_day=budget_day,
+    )  # fmt: skip
     turn.auto_replies_done += 1
     Turn.objects.filter(pk=turn.pk).update(auto_replies_done=turn.auto_replies_done)
     events.publish_messages_added_on_commit(thread=thread, messages=[reply])
@@ -133,13 +142,19 @@ def next_auto_reply(turn: Turn, replies: list[Message]) -> list[Message]:
         if role is None:
             _finish_rounds(turn, thread)
             return []
-        reply = _placeholder(turn, thread, session, role)
+        try:
+            reply = _placeholder(turn, thread, session, role)
+        except ValidationError:
+            who = "the daily budget of the person who started the turn"
+            _stop_rounds(turn, thread, TurnStop.TOKENS, who)
+            return []
     elif mention is not None and mention.handle != reply.speaker:
         reply = reply_retarget(message=reply, session=session, role=mention)
     dispatch([reply])
     following = None if turn.mentions_only else _round_robin(turn, order)
     if following is not None:  # shown as waiting while this one streams
-        _placeholder(turn, thread, session, following)
+        with contextlib.suppress(ValidationError):  # past the budget: it never shows
+            _placeholder(turn, thread, session, following)
     events.publish_thread_status_on_commit(thread=thread)
     return [reply]
 

@@ -322,6 +322,10 @@ class Message(models.Model):
         help_text="A reply's event log: tool calls, retries, continuations, takeovers, its end "
         "(t: ms after its run started).",
     )  # fmt: skip
+    budget_day = models.ForeignKey(
+        "chat.BudgetDay", null=True, blank=True, on_delete=models.SET_NULL,
+        related_name="replies", help_text="The member's budget this reply is charged to.",
+    )  # fmt: skip
     routed = models.JSONField(
         default=dict, blank=True,
         help_text="Auto-route: the role a message was handed to, why, and from whom.",
@@ -456,6 +460,7 @@ def speaker_name(message: "Message", role: "Role | None") -> str:
 # read marks, digests).
 from apps.chat.models.context import ContextKind, ContextVersion  # noqa: E402
 from apps.chat.models.rooms import (  # noqa: E402
+    BudgetDay,
     Digest,
     Membership,
     ReadMark,
@@ -469,6 +474,7 @@ __all__ = [
     "TIMED_OUT",
     "USER_SPEAKER",
     "AddressingMode",
+    "BudgetDay",
     "ContextKind",
     "ContextVersion",
     "Digest",

@@ -24,6 +24,27 @@ class ReadMark(models.Model):
         return f"{self.user} read {self.thread} up to {self.seen_seq}"
 
 
+class BudgetDay(models.Model):
+    """The tokens one member's replies used in a room on one day. Each reply adds its usage
+    when it settles (a retry or a regenerate adds again, never replaces); replies still running
+    are reserved against the budget until then (`records.budgets`)."""
+
+    session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="budget_days")
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    day = models.DateField()
+    spent = models.PositiveBigIntegerField(default=0)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["session", "user", "day"], name="one_budget_day_per_person"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.user} in {self.session} on {self.day}: {self.spent} tokens"
+
+
 class RoomRole(models.TextChoices):
     MEMBER = "member", "Member — talks to the council and sees everything the room shares"
     VIEWER = "viewer", "Viewer — reads live, cannot post"

@@ -11,7 +11,16 @@ from django.db.models import F
 from django.utils import timezone
 
 from apps.chat.display import events
-from apps.chat.models import Message, MessageStatus, Session, SessionRole, Thread, Turn
+from apps.chat.models import (
+    BudgetDay,
+    Message,
+    MessageStatus,
+    Session,
+    SessionRole,
+    Thread,
+    Turn,
+)
+from apps.chat.records.budgets import budget_spend
 from apps.chat.records.text import storable, storable_parts
 from apps.providers.models import Credential
 from apps.providers.registry import get_adapter
@@ -56,9 +65,10 @@ def reply_placeholder(
     turn: Turn,
     stage: int,
     link: SessionRole | None = None,
+    budget_day: BudgetDay | None = None,
 ) -> Message:
     """A queued reply bubble for `role`, with the provider and model it will use (`link`:
-    the role's session settings, when the caller has read them)."""
+    the role's session settings, when the caller has read them), charged to `budget_day`."""
     provider, model, credential = reply_provider(session=session, role=role, link=link)
     return Message.objects.create(
         thread=thread,
@@ -70,6 +80,7 @@ def reply_placeholder(
         credential=credential,
         turn=turn,
         stage=stage,
+        budget_day=budget_day,
     )
 
 
@@ -180,7 +191,9 @@ def message_finish(
         Message.objects.filter(pk=message_id, status=MessageStatus.INTERRUPTED).update(
             content=storable_parts(content)
         )
-    return Message.objects.select_related("thread__session").get(pk=message_id)
+    message = Message.objects.select_related("thread__session").get(pk=message_id)
+    budget_spend(budget_day_id=message.budget_day_id, usage=usage)  # what this run used
+    return message
 
 
 def message_fail_unsaved(*, message_id: int, reason: str) -> Message:

@@ -13,9 +13,9 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from django_htmx.http import HttpResponseClientRedirect
 
 from apps.chat.access import Need, room_access
-from apps.chat.council.room_rules import tokens_used_today
 from apps.chat.models import Membership, RoomInvite, RoomRole
 from apps.chat.records import rooms
+from apps.chat.records.budgets import budget_standing
 from apps.chat.web.lookup import session_for
 
 INVITE_LIFETIMES = {"1h": timedelta(hours=1), "1d": timedelta(days=1), "7d": timedelta(days=7),
@@ -38,9 +38,8 @@ def _panel(request, session, *, error: str = "", link: str = "", status: int = 2
     memberships = list(session.memberships.select_related("user").order_by("created_at"))
     for membership in memberships:  # what the replies to their messages used today
         budgeted = access == "owner" and membership.daily_token_budget is not None
-        membership.used_today = (
-            tokens_used_today(session=session, user=membership.user) if budgeted else None
-        )
+        standing = budget_standing(session=session, person=membership.user) if budgeted else None
+        membership.used_today = standing[1] if standing else None
     context = {
         "session": session,
         "access": access,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from django.core.exceptions import ValidationError
+from django.db import transaction
 from django.http import HttpResponse
 from django.shortcuts import redirect
 from django.urls import reverse
@@ -60,7 +61,7 @@ def message_continue(request, message):
     """A reply cut off at the length limit goes on from its last word."""
     message = message_for(request, message, Need.TALK)
     try:
-        replies.reply_continue(message=message)
+        replies.reply_continue(message=message, by=request.user)
     except ValidationError as exc:
         return HttpResponse(" ".join(exc.messages), status=409)
     return _back_to(request, message.thread)
@@ -84,9 +85,10 @@ def message_new_chat(request, message):
     if not message.is_user:
         return HttpResponse("Only your own messages can start a new chat.", status=400)
     message = own_message_for(request, message.public_id)
-    thread = threads.thread_create(session=message.thread.session)
     try:
-        posting.message_post(thread=thread, author=request.user, text=message.text)
+        with transaction.atomic():  # a refused post leaves no empty thread behind
+            thread = threads.thread_create(session=message.thread.session)
+            posting.message_post(thread=thread, author=request.user, text=message.text)
     except ValidationError as exc:
         return HttpResponse(" ".join(exc.messages), status=422)
     url = reverse("chat:thread_detail", kwargs={"thread": thread.public_id})

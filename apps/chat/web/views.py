@@ -448,7 +448,7 @@ def message_rerun(request, message):
     """Retry a failed reply or regenerate any settled one; the bubble updates over the socket."""
     message = message_for(request, message, Need.TALK)
     try:
-        replies.reply_rerun(message=message)
+        replies.reply_rerun(message=message, by=request.user)
     except ValidationError as exc:
         return HttpResponse(" ".join(exc.messages), status=409)
     if not request.htmx:
