@@ -92,7 +92,8 @@ def test_twenty_concurrent_posts_stop_at_the_budget(room, alice, bob):
 def test_every_path_that_starts_a_reply_is_refused_past_the_budget(room, alice, bob):
     earlier = spend(room, bob, 100)
     cut = finish(
-        message_post(thread=room, author=bob, text="@director more").replies[0], 800,
+        message_post(thread=room, author=bob, text="@director more").replies[0],
+        800,
         stop_reason="max_tokens",
     )  # fmt: skip  (900 spent of 823)
     for text in ("@director again", "/length short @assistant hello", "/w @director psst"):
