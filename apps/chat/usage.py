@@ -165,8 +165,10 @@ def session_and_threads_usage(
 
 
 def _finished_replies(**scope) -> QuerySet[Message]:
+    # Whispers' replies are left out: these figures are shown to the whole room, and would
+    # move for people who cannot see what moved them.
     return (
-        Message.objects.filter(**scope, kind="chat", finished_at__isnull=False)
+        Message.objects.filter(**scope, kind="chat", finished_at__isnull=False, private=False)
         .exclude(speaker="user")
         .order_by()
     )

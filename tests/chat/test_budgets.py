@@ -35,12 +35,12 @@ def room(alice, bob, alice_thread):
     return alice_thread
 
 
-def finish(reply: Message, tokens: int, **extra) -> Message:
+def finish(reply: Message, tokens: int, text: str = "Noted.", **extra) -> Message:
     """Settle a reply as the worker does (through `message_finish`), having used `tokens`."""
     Message.objects.filter(pk=reply.pk).update(status=MessageStatus.STREAMING)
     return message_finish(
         message_id=reply.pk, status=MessageStatus.DONE,
-        content=[{"type": "text", "text": "Noted."}], usage={"input": tokens - 1, "output": 1},
+        content=[{"type": "text", "text": text}], usage={"input": tokens - 1, "output": 1},
         **extra,
     )  # fmt: skip
 

@@ -192,3 +192,51 @@ def test_a_mention_of_someone_by_username_or_name_notifies_them_always(room, ali
     for_bob = render_someone_posted(posted.user_message, user=bob, mentioned=False)
     assert 'data-title="alice wrote"' in for_bob and "data-always" not in for_bob
     assert f'id="unread-{room.public_id}"' in for_bob  # their badge for the thread
+
+
+def test_a_whisper_never_names_the_thread(room, alice, bob, django_capture_on_commit_callbacks):
+    """First message, the reply to one, or after a first public message too short to name:
+    the thread's name comes from what everyone may read, or stays empty."""
+    from apps.chat.records.threads import thread_autoname_from_replies
+
+    with django_capture_on_commit_callbacks(execute=True):
+        posted = message_post(
+            thread=room, author=bob, text="/whisper @alice @director Zanzibar quokka merger plans"
+        )
+    finish(posted.replies[0], 10, text="Zanzibar quokka merger: a bold acquisition strategy")
+    room.refresh_from_db()
+    assert room.label == ""
+    thread_autoname_from_replies(thread=room)  # what runs once a turn has settled
+    room.refresh_from_db()
+    assert room.label == ""
+    hello = message_post(thread=room, author=alice, text="hi")  # too short to name anything
+    for reply in hello.replies:
+        finish(reply, 10, text="Hello")
+    whispered = message_post(
+        thread=room, author=bob, text="/w @director secret harbour lighting budget numbers"
+    )
+    finish(whispered.replies[0], 10, text="Secret harbour lighting budget: forty thousand")
+    thread_autoname_from_replies(thread=room)
+    room.refresh_from_db()
+    assert room.label == ""
+    with django_capture_on_commit_callbacks(execute=True):
+        message_post(thread=room, author=alice, text="@director the storyboard for act two")
+    room.refresh_from_db()
+    assert room.label == "Storyboard Act Two"
+
+
+def test_a_whisper_is_not_auto_routed_and_its_usage_stays_out_of_the_rooms_figures(
+    room, alice, bob
+):
+    from apps.chat.usage import thread_usage
+
+    session = room.session
+    session.auto_route = True
+    session.save()
+    posted = message_post(
+        thread=room, author=bob, text="/w @assistant How should we light the harbour?"
+    )
+    assert [reply.speaker for reply in posted.replies] == ["assistant"]
+    assert not Message.objects.get(pk=posted.user_message.pk).routed  # no undo to re-post it
+    finish(posted.replies[0], 500)
+    assert thread_usage(thread=room).replies == 0

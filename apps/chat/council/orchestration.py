@@ -160,7 +160,12 @@ def turn_start(
         )
     else:
         route = route_or_refuse(thread=thread, session=session, text=text, links=links)
-    routed = auto_route(session=session, links=links, text=text, route=route)
+    # A whisper goes to the roles it names, never to one outside its audience.
+    routed = (
+        {}
+        if whisper is not None
+        else auto_route(session=session, links=links, text=text, route=route)
+    )
     if routed:
         target = next(link.role for link in links if link.role.handle == routed["to"])
         handles = (target.handle,)
@@ -243,7 +248,9 @@ def turn_start(
     events.publish_posted_on_commit(message=user_message)
     if status_changed:
         events.publish_thread_status_on_commit(thread=thread)
-    if not thread.label:  # after the commit: it locks the session's row to pick a free name
+    # After the commit (it locks the session's row to pick a free name); a whisper never
+    # names a thread everyone sees.
+    if not thread.label and whisper is None:
         transaction.on_commit(lambda: thread_autoname(thread=thread, text=text), robust=True)
     stagger = settings.PARLEY_STAGGER_FANOUT and all(
         reply.provider == "anthropic" for reply in replies

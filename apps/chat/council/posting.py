@@ -74,7 +74,7 @@ def route_undo(*, message: Message, author) -> PostedMessage:
     """Undo an auto-route: stop what the role it went to is saying and send the same text to
     the role it was going to, by name."""
     routed = message.routed or {}
-    if not message.is_user or not routed.get("to") or routed.get("undone"):
+    if not message.is_user or not routed.get("to") or routed.get("undone") or message.private:
         raise ValidationError("This message was not handed to another role.")
     replies.thread_interrupt(thread=message.thread, by=author)
     Message.objects.filter(pk=message.pk).update(routed={**routed, "undone": True})

@@ -73,10 +73,15 @@ def thread_autoname_from_replies(*, thread: Thread) -> Thread:
     settled, from the latest summary of it, else from its first reply with words."""
     if thread.label:
         return thread
+    # Only what everyone in the room may read names it: public replies, and a summary only
+    # of a thread without whispers (a summary may retell one).
+    whispered = Message.objects.filter(thread=thread, private=True).exists()
     summary = ThreadSummary.objects.filter(thread=thread).order_by("-pk").first()
-    candidates = [summary.text] if summary is not None else []
+    candidates = [summary.text] if summary is not None and not whispered else []
     replies = (
-        Message.objects.filter(thread=thread, kind=MessageKind.CHAT, status=MessageStatus.DONE)
+        Message.objects.filter(
+            thread=thread, kind=MessageKind.CHAT, status=MessageStatus.DONE, private=False
+        )
         .exclude(speaker=USER_SPEAKER)
         .order_by("seq")[:3]
     )
