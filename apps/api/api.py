@@ -5,18 +5,36 @@ from __future__ import annotations
 import math
 
 from django.conf import settings
-from django.core.exceptions import PermissionDenied, ValidationError
+from django.core.exceptions import PermissionDenied, RequestDataTooBig, ValidationError
 from django.http import Http404
 from ninja import NinjaAPI
 from ninja.errors import AuthenticationError, HttpError, Throttled
 from ninja.errors import ValidationError as SchemaError
+from ninja.parser import Parser
 
 from apps.api.auth import TokenAuth
 from apps.api.endpoints import router
 from apps.api.limits import TokenRateThrottle
 from apps.api.stream import router as stream_router
 
+
+class NotAnObject(ValueError):
+    pass
+
+
+class ObjectParser(Parser):
+    """Every body the API takes is a JSON object: a list or a bare value is refused, not read
+    as an empty object (`[null, null]` made a session)."""
+
+    def parse_body(self, request):
+        data = super().parse_body(request)
+        if not isinstance(data, dict):
+            raise NotAnObject("The body must be a JSON object.")
+        return data
+
+
 api = NinjaAPI(
+    parser=ObjectParser(),
     title="Parley API",
     version="1",
     description="Sessions, threads, messages and live streams of Parley, with a personal "
@@ -46,17 +64,38 @@ def bad_input(request, exc: ValidationError):
     return _error(request, 400, " ".join(exc.messages))
 
 
+# Clearer words than the schema validator's for the mistakes people make most.
+PLAIN_WORDS = {
+    ("text", "string_too_short"): "Write something before sending.",
+    ("text", "string_pattern_mismatch"): "Write something before sending.",
+    ("roles", "string_pattern_mismatch"): "A role handle is letters, digits, - and _ only.",
+}
+
+
 @api.exception_handler(SchemaError)
 def bad_schema(request, exc: SchemaError):
     first = exc.errors[0] if exc.errors else {}
-    location = [str(part) for part in first.get("loc", ()) if part not in ("body", "query")]
-    field = location[-1] if location else None
-    return _error(request, 400, str(first.get("msg", "The request is not valid.")), field)
+    location = [part for part in first.get("loc", ()) if part not in ("body", "query")]
+    names = [str(part) for part in location if not isinstance(part, int)]
+    field = names[-1] if names else None
+    detail = PLAIN_WORDS.get((field or "", first.get("type", "")))
+    return _error(request, 400, detail or str(first.get("msg", "The request is not valid.")), field)
 
 
 @api.exception_handler(HttpError)
 def http_error(request, exc: HttpError):
-    return _error(request, exc.status_code, exc.message)
+    field = getattr(exc, "field", None)
+    if exc.status_code == 400 and exc.message.startswith("Cannot parse request body"):
+        cause = exc.__cause__
+        detail = str(cause) if isinstance(cause, NotAnObject) else "The body is not valid JSON."
+        return _error(request, 400, detail, "body")
+    return _error(request, exc.status_code, exc.message, field)
+
+
+@api.exception_handler(RequestDataTooBig)
+def too_big(request, exc: RequestDataTooBig):
+    limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
+    return _error(request, 413, f"The body is over the limit of {limit:,} bytes.", "body")
 
 
 @api.exception_handler(Http404)

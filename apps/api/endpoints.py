@@ -8,7 +8,7 @@ from uuid import UUID
 
 from django.core.exceptions import ValidationError
 from django.db.models import QuerySet
-from ninja import Query, Router, Schema
+from ninja import Field, Query, Router, Schema
 from ninja.errors import HttpError
 from ninja.responses import Status
 
@@ -45,8 +45,17 @@ from apps.chat.selectors import (
 from apps.roles.models import Role
 from apps.roles.selectors import roles_by_handle
 
+
+class Refused(HttpError):
+    """An HTTP error about one field of the request (the error contract's `field`)."""
+
+    def __init__(self, status_code: int, message: str, field: str | None = None) -> None:
+        super().__init__(status_code, message)
+        self.field = field
+
+
 router = Router()
-ERRORS = {400: Error, 401: Error, 403: Error, 404: Error, 409: Error, 429: Error}
+ERRORS = {400: Error, 401: Error, 403: Error, 404: Error, 409: Error, 413: Error, 429: Error}
 PAGE_LIMIT = 200
 STAGES: dict[int, str] = {
     Stage.PARALLEL: "parallel",
@@ -162,10 +171,11 @@ def create_session(request, body: SessionIn):
     require_post_scope(request)
     roles = None
     if body.roles:
-        found = roles_by_handle(set(body.roles))
-        unknown = sorted(set(body.roles) - set(found))
+        handles = {handle.lstrip("@") for handle in body.roles}
+        found = roles_by_handle(handles)
+        unknown = sorted(handles - set(found))
         if unknown:
-            raise ValidationError({"roles": f"No role {', '.join('@' + h for h in unknown)}."})
+            raise Refused(404, f"No role {', '.join('@' + h for h in unknown)}.", "roles")
         roles = list(found.values())
     session = sessions.session_create(owner=request.user, name=body.name, roles=roles)
     return Status(201, session_out(session, "owner"))
@@ -209,8 +219,8 @@ def create_thread(request, session_id: UUID):
 
 
 class PageQuery(Schema):
-    after: int = 0
-    limit: int = 50
+    after: int = Field(0, ge=0, le=2**31 - 1, description="The sequence number to start after")
+    limit: int = Field(50, ge=1, le=PAGE_LIMIT, description=f"At most {PAGE_LIMIT}")
 
 
 @router.get(
@@ -251,7 +261,7 @@ def post_message(request, thread_id: UUID, body: PostIn):
         )
     except ValidationError as exc:
         if getattr(exc, "code", None) == "budget":
-            raise HttpError(429, " ".join(exc.messages)) from None
+            raise Refused(429, " ".join(exc.messages), "text") from None
         raise ValidationError({"text": " ".join(exc.messages)}) from None
     return Status(
         201,
@@ -277,14 +287,15 @@ def _rerun(request, message_id: UUID, *, failed_only: bool) -> MessageOut:
     require_post_scope(request)
     message = reach(messages_for_user, user=request.user, need=Need.TALK, public_id=message_id)
     if message.status in (MessageStatus.QUEUED, MessageStatus.STREAMING):
-        raise HttpError(409, "The reply is still running: stop it first, or wait.")
+        raise Refused(409, "The reply is still running: stop it first, or wait.", "message_id")
     if failed_only and message.status == MessageStatus.DONE:
-        raise HttpError(409, "The reply did not fail: regenerate it instead.")
+        raise Refused(409, "The reply did not fail: regenerate it instead.", "message_id")
     try:
         rerun = replies.reply_rerun(message=message, by=request.user)
     except ValidationError as exc:
         over_budget = getattr(exc, "code", None) == "budget"
-        raise HttpError(429 if over_budget else 409, " ".join(exc.messages)) from None
+        status = 429 if over_budget else 409
+        raise Refused(status, " ".join(exc.messages), "message_id") from None
     return messages_out([rerun])[0]
 
 

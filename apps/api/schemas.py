@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Annotated
 from uuid import UUID
 
 from ninja import Field, Schema
@@ -67,8 +68,10 @@ class ThreadStatus(Schema):
 
 
 class SessionIn(Schema):
-    name: str = ""
-    roles: list[str] | None = Field(None, description="Role handles; empty: the default roles")
+    name: str = Field("", max_length=120)
+    roles: list[Annotated[str, Field(pattern=r"^@?[A-Za-z0-9_-]{1,40}$")]] | None = Field(
+        None, description="Role handles; empty: the default roles", max_length=50
+    )
 
 
 class ThreadOut(Schema):
@@ -102,7 +105,9 @@ class MessagePage(Schema):
 
 
 class PostIn(Schema):
-    text: str
+    text: str = Field(
+        min_length=1, pattern=r"\S", description="The message, a /command or a /whisper"
+    )
     client_token: UUID | None = Field(
         None, description="The same token twice posts once (a retried request)"
     )

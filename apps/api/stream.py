@@ -258,7 +258,7 @@ def last_event_number(request) -> int | None:
 
 @router.get(
     "/threads/{thread_id}/events",
-    response={200: None, 401: Error, 404: Error, 429: Error},
+    response={200: None, 400: Error, 401: Error, 404: Error, 429: Error},
     summary="A thread's live events (server-sent events)",
     description=__doc__,
 )

@@ -11,6 +11,7 @@ from django.utils import timezone
 
 from apps.api.models import AccessToken, TokenScope
 from apps.chat.display import events
+from apps.chat.records.text import storable
 
 PREFIX = "pat_"
 TOUCH_EVERY = timedelta(minutes=1)  # last-used time is written at most this often
@@ -22,7 +23,7 @@ def _hash(raw: str) -> str:
 
 def token_create(*, user, name: str, scope: str) -> tuple[AccessToken, str]:
     """A new token and its plaintext, which is never stored or shown again."""
-    name = " ".join(name.split())[:80]
+    name = " ".join(storable(name).split())[:80]
     if not name:
         raise ValidationError({"name": "Name the token, e.g. laptop terminal."})
     if scope not in TokenScope.values:

@@ -173,7 +173,7 @@ def test_create_a_session_and_a_thread(alice, poster):
     made = post("/api/v1/sessions", poster, {"name": "From a script", "roles": ["director"]})
     assert made.status_code == 201 and made.json()["name"] == "From a script"
     unknown = post("/api/v1/sessions", poster, {"name": "x", "roles": ["nobody"]})
-    assert unknown.status_code == 400 and unknown.json()["field"] == "roles"
+    assert unknown.status_code == 404 and unknown.json()["field"] == "roles"
     thread = post(f"/api/v1/sessions/{made.json()['id']}/threads", poster)
     assert thread.status_code == 201
 
@@ -222,3 +222,42 @@ def test_the_docs_page_uses_the_bundled_swagger_ui():
     assert page.status_code == 200
     html = page.content.decode()
     assert "swagger-ui-bundle.js" in html and "cdn." not in html
+
+
+def test_every_error_under_the_api_is_json_with_detail_and_field(alice, alice_thread, poster):
+    """What Django answers before the API's code runs, too (issue 33 items 6 and 7)."""
+    client = Client()
+    unknown = client.get("/api/v1/nothing/here", **bearer(poster))
+    assert unknown.status_code == 404 and set(unknown.json()) == {"detail", "field"}
+    wrong_method = client.delete("/api/v1/sessions", **bearer(poster))
+    assert (
+        wrong_method.status_code == 405 and "DELETE is not allowed" in wrong_method.json()["detail"]
+    )
+    huge = client.post(
+        f"/api/v1/threads/{alice_thread.public_id}/messages", data="x" * 3_000_000,
+        content_type="application/json", **bearer(poster),
+    )  # fmt: skip
+    assert huge.status_code == 413 and huge.json()["field"] == "body"
+    for body, detail in (("[null, null]", "must be a JSON object"), ("{nope", "not valid JSON")):
+        bad = client.post("/api/v1/sessions", data=body, content_type="application/json",
+                          **bearer(poster))  # fmt: skip
+        assert bad.status_code == 400 and bad.json()["field"] == "body", bad.content
+        assert detail in bad.json()["detail"]
+    # A NUL or a lone surrogate in a role handle, a token name: 4xx, never 500.
+    for roles in (["dir\x00ector"], ["\ud800"]):
+        answer = client.post("/api/v1/sessions", data={"roles": roles},
+                             content_type="application/json", **bearer(poster))  # fmt: skip
+        assert answer.status_code == 400 and answer.json()["field"] == "roles"
+    unknown_role = client.post("/api/v1/sessions", data={"roles": ["nobody"]},
+                               content_type="application/json", **bearer(poster))  # fmt: skip
+    assert unknown_role.status_code == 404 and unknown_role.json()["field"] == "roles"
+    assert token_create(user=alice, name="lap\x00top", scope="read")[0].name == "lap\ufffdtop"
+    reply = post(f"/api/v1/threads/{alice_thread.public_id}/messages", poster,
+                 {"text": "@assistant hi"}).json()["replies"][0]  # fmt: skip
+    running = post(f"/api/v1/messages/{reply['id']}/regenerate", poster)
+    assert running.status_code == 409 and running.json()["field"] == "message_id"
+    empty = post(f"/api/v1/threads/{alice_thread.public_id}/messages", poster, {"text": ""})
+    assert empty.status_code == 400 and empty.json()["field"] == "text"
+    for limit in (0, 201, 364803):
+        page = get(f"/api/v1/threads/{alice_thread.public_id}/messages", poster, limit=limit)
+        assert page.status_code == 400 and page.json()["field"] == "limit"

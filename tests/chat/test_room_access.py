@@ -11,6 +11,7 @@ import json
 import pytest
 from channels.db import database_sync_to_async
 from channels.testing import WebsocketCommunicator
+from django.contrib.auth import get_user_model
 from django.test import Client
 from django.urls import resolve, reverse
 
@@ -72,13 +73,17 @@ NEEDS = {
 ALLOWED = {"member": {"read", "talk"}, "viewer": {"read"}}
 
 
+def _pk(username: str) -> int:
+    return get_user_model().objects.get(username=username).pk
+
+
 def room_urls(w) -> list[tuple[str, str, dict]]:
     s = w["session"]
     extra = [
         ("get", reverse("chat:room_panel", kwargs={"session": s}), {}),
         ("post", reverse("chat:room_add", kwargs={"session": s}), {"username": "erin"}),
         ("post", reverse("chat:room_invite", kwargs={"session": s}), {"role": "member"}),
-        ("post", reverse("chat:room_update", kwargs={"session": s, "username": "bob"}),
+        ("post", reverse("chat:room_update", kwargs={"session": s, "person": _pk("bob")}),
          {"role": "viewer"}),
         ("post", reverse("chat:room_invite_revoke", kwargs={"session": s, "invite": w["invite"]}),
          {}),
@@ -291,7 +296,7 @@ def test_a_member_leaves_and_loses_access(alice, bob, alice_thread):
     client = Client()
     client.force_login(bob)
     leave = reverse(
-        "chat:room_remove", kwargs={"session": alice_thread.session.public_id, "username": "bob"}
+        "chat:room_remove", kwargs={"session": alice_thread.session.public_id, "person": bob.pk}
     )
     assert client.post(leave).status_code == 302
     url = reverse("chat:thread_detail", kwargs={"thread": alice_thread.public_id})

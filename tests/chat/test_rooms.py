@@ -133,3 +133,33 @@ def test_the_owner_cannot_join_their_own_room_by_link(alice_session, alice):
     _, token = invite_create(session=alice_session, by=alice)
     with pytest.raises(ValidationError, match="You own this session"):
         invite_accept(token=token, user=alice)
+
+
+def test_bad_input_to_the_people_dialog_is_a_clear_4xx(alice, bob, alice_session, make_user):
+    """NUL in a username, a path that is not a person, budgets too big or not numbers, and a
+    member whose username has a slash (made outside the sign-up form): never a 500."""
+    from django.contrib.auth import get_user_model
+    from django.test import Client
+    from django.urls import reverse
+
+    slashed = get_user_model().objects.create_user(username="ops/team", password="x")
+    member_add(session=alice_session, by=alice, username="bob")
+    member_add(session=alice_session, by=alice, username="ops/team")
+    owner = Client()
+    owner.force_login(alice)
+    s = alice_session.public_id
+    panel = owner.get(reverse("chat:room_panel", kwargs={"session": s}))
+    assert panel.status_code == 200 and "ops/team" in panel.content.decode()
+    added = owner.post(reverse("chat:room_add", kwargs={"session": s}), {"username": "a\x00b"})
+    assert added.status_code == 422 and "Nobody here is called" in added.content.decode()
+    base = f"/s/{s}/room/people/"
+    assert owner.post(base + "a%00b/", {"role": "viewer"}).status_code == 404
+    assert owner.post(base + "a%00b/remove/").status_code == 404
+    update = reverse("chat:room_update", kwargs={"session": s, "person": bob.pk})
+    for budget in ("99999999999999999999", "²", "-5"):
+        answer = owner.post(update, {"daily_token_budget": budget})
+        assert answer.status_code == 422, budget
+    assert owner.post(update, {"daily_token_budget": "5,000"}).status_code == 200
+    remove = reverse("chat:room_remove", kwargs={"session": s, "person": slashed.pk})
+    assert owner.post(remove, HTTP_HX_REQUEST="true").status_code == 200
+    assert not Membership.objects.filter(user=slashed).exists()

@@ -22,6 +22,7 @@ from apps.chat.models import (
     Thread,
     person_name,
 )
+from apps.chat.records.text import storable
 
 INVITE_LIFETIME = timedelta(days=7)
 LONGEST_INVITE_LIFETIME = timedelta(days=30)
@@ -42,7 +43,7 @@ def member_add(*, session: Session, by, username: str, role: str = RoomRole.MEMB
     """Let a person with an account here into the room, by username."""
     _owner_only(session, by)
     role = _role(role)
-    username = username.strip().lstrip("@")
+    username = storable(username.strip().lstrip("@"))[:150]  # no NUL reaches the database
     person = get_user_model().objects.filter(username__iexact=username, is_active=True).first()
     if person is None:
         raise ValidationError(f"Nobody here is called “{username}”: they need an account first.")
@@ -72,8 +73,8 @@ def member_set_role(*, membership: Membership, by, role: str) -> Membership:
 def member_set_budget(*, membership: Membership, by, tokens: int | None) -> Membership:
     """A cap on the tokens this person's messages may spend a day (None: no cap)."""
     _owner_only(membership.session, by)
-    if tokens is not None and tokens < 0:
-        raise ValidationError("A daily budget is a number of tokens, 0 or more.")
+    if tokens is not None and not 0 <= tokens <= 2_000_000_000:
+        raise ValidationError("A daily budget is a number of tokens from 0 to 2,000,000,000.")
     membership.daily_token_budget = tokens
     membership.save(update_fields=["daily_token_budget"])
     return membership

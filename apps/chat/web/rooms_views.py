@@ -18,6 +18,7 @@ from apps.chat.records import rooms
 from apps.chat.records.budgets import budget_standing
 from apps.chat.web.lookup import session_for
 
+MAX_DAILY_BUDGET = 2_000_000_000  # what the column holds, far past any day's use
 INVITE_LIFETIMES = {"1h": timedelta(hours=1), "1d": timedelta(days=1), "7d": timedelta(days=7),
                     "30d": timedelta(days=30)}  # fmt: skip
 
@@ -62,8 +63,8 @@ def room_panel(request, session):
     return _panel(request, session_for(request, session, Need.READ))
 
 
-def _membership(session, username: str) -> Membership:
-    found = session.memberships.filter(user__username=username).select_related("user").first()
+def _membership(session, person: int) -> Membership:
+    found = session.memberships.filter(user_id=person).select_related("user").first()
     if found is None:
         raise Http404
     return found
@@ -85,13 +86,15 @@ def room_add(request, session):
 
 
 @require_POST
-def room_update(request, session, username):
+def room_update(request, session, person):
     session = session_for(request, session, Need.OWN)
-    membership = _membership(session, username)
+    membership = _membership(session, person)
     raw_budget = request.POST.get("daily_token_budget", "").replace(",", "").strip()
     try:
-        if raw_budget and not raw_budget.isdigit():
+        if raw_budget and not (raw_budget.isascii() and raw_budget.isdigit()):
             raise ValidationError("A daily budget is a whole number of tokens, or empty.")
+        if raw_budget and int(raw_budget) > MAX_DAILY_BUDGET:
+            raise ValidationError(f"A daily budget is at most {MAX_DAILY_BUDGET:,} tokens.")
         if "role" in request.POST:
             rooms.member_set_role(membership=membership, by=request.user, role=request.POST["role"])
         if "daily_token_budget" in request.POST:
@@ -103,10 +106,10 @@ def room_update(request, session, username):
 
 
 @require_POST
-def room_remove(request, session, username):
+def room_remove(request, session, person):
     """The owner takes someone out of the room; a member may take themselves out (leave)."""
     session = session_for(request, session, Need.READ)
-    membership = _membership(session, username)
+    membership = _membership(session, person)
     if request.user.pk not in (session.owner_id, membership.user_id):
         raise PermissionDenied("Only the owner can take someone else out of the room.")
     rooms.member_remove(membership=membership, by=request.user)

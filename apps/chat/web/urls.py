@@ -25,12 +25,12 @@ urlpatterns = [
         name="room_invite_revoke",
     ),
     path(
-        "s/<uuid:session>/room/people/<str:username>/",
+        "s/<uuid:session>/room/people/<int:person>/",
         rooms_views.room_update,
         name="room_update",
     ),
     path(
-        "s/<uuid:session>/room/people/<str:username>/remove/",
+        "s/<uuid:session>/room/people/<int:person>/remove/",
         rooms_views.room_remove,
         name="room_remove",
     ),
