@@ -113,7 +113,7 @@ def programs(env: dict[str, str], web_fds: list[int]) -> dict[str, list[str]]:
                        "-n", f"worker{n}@%h"]  # fmt: skip
     for n, fd in enumerate(web_fds, start=1):
         name = "web" if len(web_fds) == 1 else f"web {n}"
-        found[name] = [str(BIN / "daphne"), "--fd", str(fd), "config.asgi:application"]
+        found[name] = [PYTHON, "-m", "config.web", "--fd", str(fd), "config.asgi:application"]
     return found
 
 
@@ -162,7 +162,10 @@ def main() -> int:
         # messages waits on the other.
         webs = env_int("WEB_PROCESSES", default_processes(), minimum=1)
         if ":" in host:  # daphne adopts IPv4 sockets only: one web process binds it itself
-            fds, web = [], [str(BIN / "daphne"), "-b", host, "-p", port, "config.asgi:application"]
+            fds, web = (
+                [],
+                [PYTHON, "-m", "config.web", "-b", host, "-p", port, "config.asgi:application"],
+            )
         else:
             try:
                 listeners = listening_sockets(host, int(port), webs)

@@ -3,15 +3,25 @@
 from __future__ import annotations
 
 import logging
+import re
 
 from apps.providers.crypto import scrub
 
+# Paths that carry a secret: an invite link (`/join/<token>/`).
+SECRET_PATH = re.compile(r"(/join/)[^/\s?#\"']+")
+
+
+def redact_paths(text: str) -> str:
+    """`text` with the secret part of every such path replaced by `[token]`."""
+    return SECRET_PATH.sub(r"\1[token]", text) if "/join/" in text else text
+
 
 class ScrubbingFormatter(logging.Formatter):
-    """The whole formatted record (message, traceback) with key-shaped strings masked."""
+    """The whole formatted record (message, traceback) with key-shaped strings and secret
+    paths masked."""
 
     def format(self, record: logging.LogRecord) -> str:
-        return scrub(super().format(record))
+        return redact_paths(scrub(super().format(record)))
 
 
 class ClientGoneFilter(logging.Filter):

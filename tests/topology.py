@@ -95,7 +95,16 @@ class Topology:
         port = port or free_port()
         child = self._start(
             name,
-            [str(BIN / "daphne"), "-b", "127.0.0.1", "-p", str(port), "config.asgi:application"],
+            [
+                sys.executable,
+                "-m",
+                "config.web",
+                "-b",
+                "127.0.0.1",
+                "-p",
+                str(port),
+                "config.asgi:application",
+            ],
         )
         child.port = port
         deadline = time.monotonic() + 30

@@ -80,12 +80,16 @@ def test_fifty_open_streams_leave_a_deployed_process_answering(alice, alice_thre
                     (await other.get(f"{web.url}/api/v1/sessions", headers=headers)).status_code,
                     (await other.get(f"{web.url}/login/")).status_code,
                 ]
+                # The web process's access log keeps an invite link's token out (item 8).
+                await other.get(f"{web.url}/join/InviteSecret4242/")
             return count, during, after
 
         count, during, after = asyncio.run(scenario())
         assert count == 50
         assert during == [200, 200] and after == [200, 200], topology.logs()
         assert "PoolTimeout" not in web.output() and "Traceback" not in web.output()
+        assert '"GET /join/[token]/" 302' in web.output()
+        assert "InviteSecret4242" not in web.output()
     finally:
         topology.stop()
 

@@ -166,7 +166,7 @@ def test_anonymous_visitors_are_sent_to_log_in_everywhere(room):
         response = getattr(client, method)(url, data)
         assert response.status_code == 302 and "/login/" in response["Location"], url
     join = reverse("chat:room_join", kwargs={"token": "anything"})
-    assert "/login/" in client.get(join)["Location"]
+    assert client.get(join)["Location"] == "/login/?next=%2Fjoin%2F"  # no token in it
 
 
 def test_a_member_edits_and_cancels_only_their_own_queued_messages(room, bob, alice_thread):
@@ -268,15 +268,19 @@ def test_an_invite_link_made_in_the_panel_lets_one_person_in_once(alice, alice_t
     path = link.split("testserver", 1)[1]
     guest = Client()
     guest.force_login(make_user("erin"))
-    page = guest.get(path).content.decode()
-    assert "Join “Alice&#x27;s session”" in page and "viewer" in page
-    joined = guest.post(path)
+    page = guest.get(path, follow=True)
+    assert page.redirect_chain == [("/join/", 302)]  # the token leaves the address bar
+    assert (
+        "Join “Alice&#x27;s session”" in page.content.decode() and "viewer" in page.content.decode()
+    )
+    joined = guest.post("/join/")
     assert joined.status_code == 302
     assert Membership.objects.get(user__username="erin").role == "viewer"
     other = Client()
     other.force_login(make_user("frank"))
-    assert other.post(path).status_code == 410  # used
-    assert other.get(path).status_code == 404
+    other.get(path)
+    assert other.post("/join/").status_code == 410  # used
+    assert other.get(path, follow=True).status_code == 404
     # A revoked link does not work either.
     owner.post(
         reverse("chat:room_invite", kwargs={"session": session.public_id}), {"role": "member"}
@@ -302,3 +306,50 @@ def test_a_member_leaves_and_loses_access(alice, bob, alice_thread):
     url = reverse("chat:thread_detail", kwargs={"thread": alice_thread.public_id})
     assert client.get(url).status_code == 404
     assert alice_thread.session.name not in client.get("/").content.decode()
+
+
+def test_an_invite_link_carries_through_login_and_stays_out_of_urls_and_logs(
+    alice, alice_thread, make_user, caplog
+):
+    """Signed out: the link leads to the login page with `next=/join/` (no token), and after
+    logging in the person joins. Django's warnings for a dead link print no token."""
+    _, token = invite_create(session=alice_thread.session, by=alice)
+    erin = make_user("erin")
+    visitor = Client()
+    to_login = visitor.get(f"/join/{token}/")
+    assert token not in to_login["Location"]
+    visitor.force_login(erin)  # keeps the session, as the login form does
+    page = visitor.get(to_login["Location"].split("next=")[1].replace("%2F", "/"))
+    assert page.status_code == 200 and "Join “" in page.content.decode()
+    assert visitor.post("/join/").status_code == 302
+    assert Membership.objects.filter(user=erin, session=alice_thread.session).exists()
+    with caplog.at_level("WARNING"):
+        Client().get(f"/join/{token}/").status_code  # noqa: B018
+        stranger = Client()
+        stranger.force_login(make_user("frank"))
+        stranger.get(f"/join/{token}/", follow=True)
+        stranger.post("/join/")
+    assert caplog.records and token not in caplog.text
+
+
+def test_following_a_link_while_already_in_the_room_keeps_the_link(alice, bob, alice_thread):
+    member_add(session=alice_thread.session, by=alice, username="bob")
+    invite, token = invite_create(session=alice_thread.session, by=alice, role="viewer")
+    client = Client()
+    client.force_login(bob)
+    client.get(f"/join/{token}/")
+    answer = client.post("/join/")
+    assert (
+        answer.status_code == 409 and "already in this room as a member" in answer.content.decode()
+    )
+    invite.refresh_from_db()
+    assert invite.used_at is None
+    assert Membership.objects.get(user=bob).role == "member"
+
+
+def test_the_web_process_access_log_redacts_invite_tokens():
+    from config.logs import redact_paths
+
+    line = '127.0.0.1:5 - - [x] "GET /join/AbC-123_xyz/" 302 0'
+    assert redact_paths(line) == '127.0.0.1:5 - - [x] "GET /join/[token]/" 302 0'
+    assert redact_paths("Not Found: /join/AbC-123_xyz/") == "Not Found: /join/[token]/"

@@ -212,7 +212,7 @@ def test_every_web_process_serves_the_port(tmp_path):
             except OSError:
                 assert time.monotonic() < deadline, "Parley did not start"
                 time.sleep(0.3)
-        webs = [pid for pid in children_of(launcher.pid) if "daphne" in cmdline(pid)]
+        webs = [pid for pid in children_of(launcher.pid) if "config.web" in cmdline(pid)]
         workers = [pid for pid in children_of(launcher.pid) if "celery" in cmdline(pid)]
         assert (len(webs), len(workers)) == (3, 1)
         before = {pid: cpu_ms(pid) for pid in webs}

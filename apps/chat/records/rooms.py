@@ -156,10 +156,16 @@ def invite_accept(*, token: str, user) -> Membership:
             raise unusable  # someone else's, or its user has left or been removed since
         if invite.session.owner_id == user.pk:
             raise ValidationError("You own this session: you are already in the room.")
-        membership, _ = Membership.objects.get_or_create(
-            session=invite.session, user=user,
-            defaults={"role": invite.role, "added_by": invite.created_by},
-        )  # fmt: skip
+        already = Membership.objects.filter(session=invite.session, user=user).first()
+        if already is not None:  # the link stays unused, for whoever it was meant for
+            raise ValidationError(
+                f"You are already in this room as a {already.role}: the link was not used, "
+                "so it still works for someone else.",
+                code="already_in",
+            )
+        membership = Membership.objects.create(
+            session=invite.session, user=user, role=invite.role, added_by=invite.created_by
+        )
         invite.used_by, invite.used_at = user, timezone.now()
         invite.save(update_fields=["used_by", "used_at"])
     return membership

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from datetime import timedelta
+from urllib.parse import urlencode
 
-from django.contrib.auth.decorators import login_required
+from django.contrib.auth.decorators import login_not_required
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.http import Http404
 from django.shortcuts import redirect, render
@@ -18,6 +19,7 @@ from apps.chat.records import rooms
 from apps.chat.records.budgets import budget_standing
 from apps.chat.web.lookup import session_for
 
+JOIN_SESSION_KEY = "parley_join_link"  # the invite link being followed, kept in the session
 MAX_DAILY_BUDGET = 2_000_000_000  # what the column holds, far past any day's use
 INVITE_LIFETIMES = {"1h": timedelta(hours=1), "1d": timedelta(days=1), "7d": timedelta(days=7),
                     "30d": timedelta(days=30)}  # fmt: skip
@@ -146,17 +148,32 @@ def room_invite_revoke(request, session, invite):
     return _panel(request, session)
 
 
-@login_required
-@require_http_methods(["GET", "POST"])
+@login_not_required
+@require_GET
 def room_join(request, token):
-    """An invite link: GET says whose room and as what; POST joins it."""
-    invite = rooms.invite_preview(token=token)
+    """An invite link. Its token goes into the visitor's session at once and the browser on to
+    `/join/` (through the login page when they are signed out): it never rides in a `?next=`
+    or stays in the address bar, the history or a log line."""
+    request.session[JOIN_SESSION_KEY] = token[:200]
+    pending = reverse("chat:room_join_pending")
+    if not request.user.is_authenticated:
+        return redirect(f"{reverse('login')}?{urlencode({'next': pending})}")
+    return redirect(pending)
+
+
+@require_http_methods(["GET", "POST"])
+def room_join_pending(request):
+    """The invite link the person followed: GET says whose room and as what; POST joins it."""
+    token = request.session.get(JOIN_SESSION_KEY, "")
+    invite = rooms.invite_preview(token=token) if token else None
     if request.method == "GET":
-        return render(request, "chat/room_join.html", {"invite": invite, "token": token},
+        return render(request, "chat/room_join.html", {"invite": invite},
                       status=200 if invite else 404)  # fmt: skip
     try:
         membership = rooms.invite_accept(token=token, user=request.user)
     except ValidationError as exc:
-        context = {"invite": None, "token": token, "error": " ".join(exc.messages)}
-        return render(request, "chat/room_join.html", context, status=410)
+        status = 409 if getattr(exc, "code", None) == "already_in" else 410
+        return render(request, "chat/room_join.html", {"error": " ".join(exc.messages)},
+                      status=status)  # fmt: skip
+    request.session.pop(JOIN_SESSION_KEY, None)
     return redirect("chat:session_detail", session=membership.session.public_id)

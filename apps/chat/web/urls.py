@@ -34,6 +34,7 @@ urlpatterns = [
         rooms_views.room_remove,
         name="room_remove",
     ),
+    path("join/", rooms_views.room_join_pending, name="room_join_pending"),
     path("join/<str:token>/", rooms_views.room_join, name="room_join"),
     path(
         "s/<uuid:session>/<str:kind>/history/",

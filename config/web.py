@@ -1,0 +1,23 @@
+"""The web process: daphne's own command line (`python -m config.web -p 8000
+config.asgi:application` takes every daphne option), with an access log that never prints a
+secret in a path — an invite link's token."""
+
+from __future__ import annotations
+
+from daphne import access, cli
+
+from config.logs import redact_paths
+
+
+class RedactingAccessLog(access.AccessLogGenerator):
+    def write_entry(self, host, date, request, status=None, length=None, ident=None, user=None):
+        super().write_entry(host, date, redact_paths(request), status, length, ident, user)
+
+
+def main() -> None:
+    cli.AccessLogGenerator = RedactingAccessLog  # type: ignore[misc]  # the name the CLI builds
+    cli.CommandLineInterface.entrypoint()
+
+
+if __name__ == "__main__":
+    main()
