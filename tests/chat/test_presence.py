@@ -98,3 +98,22 @@ async def test_a_room_of_one_keeps_no_presence(alice, alice_thread):
         presence._key(str(alice_thread.session.public_id))
     )
     await tab.disconnect()
+
+
+async def test_a_viewers_typing_is_shown_to_nobody(alice, bob, charlie, alice_thread):
+    session = alice_thread.session
+    await database_sync_to_async(member_add)(session=session, by=alice, username="bob")
+    await database_sync_to_async(member_add)(
+        session=session, by=alice, username="charlie", role="viewer"
+    )
+    alice_tab, alice_seen = await synced_tab(alice, alice_thread)
+    charlie_tab, _ = await synced_tab(charlie, alice_thread)
+    bob_tab, _ = await synced_tab(bob, alice_thread)
+    await charlie_tab.send_to(text_data=json.dumps({"type": "typing"}))
+    await asyncio.sleep(0)  # charlie's frame is handled before bob's is sent
+    await bob_tab.send_to(text_data=json.dumps({"type": "typing"}))
+    # The topic is ordered: had the viewer's typing gone out, it would arrive before bob's.
+    await until(alice_tab, alice_seen, lambda f: any('data-name="bob"' in x for x in f))
+    assert not any('data-name="charlie"' in frame for frame in alice_seen.frames)
+    for tab in (alice_tab, bob_tab, charlie_tab):
+        await tab.disconnect()

@@ -219,6 +219,7 @@ class ThreadConsumer(GroupSocket):
             return
         self.session_id = str(self.thread.session.public_id)
         self.presence: str | None = None  # this tab's entry, in a shared room
+        self.can_talk = False  # known at the sync: a viewer's typing is shown to nobody
         self.beating: asyncio.Task | None = None
         self.last_typing = 0.0
 
@@ -343,7 +344,7 @@ class ThreadConsumer(GroupSocket):
         1.5 s per tab; nothing is written anywhere)."""
         now = time.monotonic()
         thread = self.thread
-        if thread is None or self.presence is None:
+        if thread is None or self.presence is None or not self.can_talk:
             return
         if now - self.last_typing < presence.TYPING_MIN_INTERVAL_SECONDS:
             return
@@ -423,9 +424,11 @@ class ThreadConsumer(GroupSocket):
         return list(event["fragments"])
 
     async def _still_readable(self) -> bool:
-        """Whether the person may still read the thread; if not, the socket closes."""
+        """Whether the person may still read the thread; if not, the socket closes. Also
+        whether they may talk there (a viewer's typing is shown to nobody)."""
         thread = self.thread
         if thread is not None and await self._readable_thread(self.user, thread.public_id):
+            self.can_talk = await self._may_talk(self.user, thread.pk)
             return True
         self.thread = None
         await self.close(code=CLOSE_NOT_FOUND)
@@ -449,6 +452,10 @@ class ThreadConsumer(GroupSocket):
                 session_id=thread.session_id
             )
             await self._send_frames(frames.pack(fragments))
+
+    @database_sync_to_async
+    def _may_talk(self, user, thread_pk: int) -> bool:
+        return threads_for_user(user=user, need=Need.TALK).filter(pk=thread_pk).exists()
 
     @database_sync_to_async
     def _readable_thread(self, user, public_id) -> Thread | None:
