@@ -1,12 +1,13 @@
 """Format by intent: rules tell a list, a comparison, an explanation, code or a short answer
 apart, and the matching rule goes in the reply's final instruction (after the cached
-prefix) — unless the person set a reply length or the role has output rules of its own."""
+prefix) — unless the person set a reply length. Tested with the shipped roles as they are:
+each has output rules, which stay and win where the two differ."""
 
 from __future__ import annotations
 
 import pytest
 
-from apps.chat.council.intent import FORMAT_RULES, intent_of
+from apps.chat.council.intent import FORMAT_RULES, ROLE_RULES_WIN, intent_of
 from apps.chat.council.posting import message_post
 from apps.chat.council.requests import request_for_reply
 from apps.roles.models import Role
@@ -37,31 +38,26 @@ def instruction(request) -> str:
     return request.messages[-1].parts[0]["text"]
 
 
-@pytest.fixture
-def plain_role(alice_thread):
-    """The assistant without output rules of its own (the packs' roles all have some)."""
-    Role.objects.filter(handle="assistant").update(output_rules="")
-    return alice_thread
-
-
-def test_the_matching_rule_goes_in_the_final_instruction(plain_role, alice):
-    posted = message_post(thread=plain_role, author=alice, text="@assistant list 5 lens ideas")
+@pytest.mark.parametrize("handle", ["assistant", "director", "visual_architect"])
+def test_the_matching_rule_goes_in_the_final_instruction_with_the_roles_own(
+    handle, alice_thread, alice
+):
+    role = Role.objects.get(handle=handle)
+    assert role.output_rules  # the shipped role, as it ships
+    posted = message_post(thread=alice_thread, author=alice, text=f"@{handle} list 5 lens ideas")
     request = request_for_reply(message=posted.replies[0])
-    assert FORMAT_RULES["list"] in instruction(request)
+    said = instruction(request)
+    assert FORMAT_RULES["list"] in said and ROLE_RULES_WIN in said
+    assert role.output_rules in said  # the role's rules stay, beside it
     assert request.metadata["format"] == "list"
     assert FORMAT_RULES["list"] not in str(request.system)  # after the cached prefix
 
 
-def test_no_format_rule_when_a_length_is_set_or_the_role_has_its_own_rules(plain_role, alice):
-    from apps.chat.records.threads import thread_create
-
+def test_no_format_rule_when_a_length_is_set(alice_thread, alice):
     posted = message_post(
-        thread=plain_role, author=alice, text="/length short @assistant list ideas"
+        thread=alice_thread, author=alice, text="/length short @director list ideas"
     )
-    assert FORMAT_RULES["list"] not in instruction(request_for_reply(message=posted.replies[0]))
-    fresh = thread_create(session=plain_role.session)  # the first turn is still running
-    posted = message_post(thread=fresh, author=alice, text="@director list 5 lens ideas")
-    request = request_for_reply(message=posted.replies[0])  # the director has output rules
+    request = request_for_reply(message=posted.replies[0])
     assert FORMAT_RULES["list"] not in instruction(request) and "format" not in request.metadata
 
 
@@ -74,7 +70,6 @@ def test_when_the_rules_are_unsure_the_cheap_model_reads_the_turn_once(
     from apps.providers.emulator import Script
     from tests.conftest import wait_settled
 
-    Role.objects.filter(handle__in=["assistant", "editorial_architect"]).update(output_rules="")
     emulator.script(
         Script(text="comparison", match="Classify the shape"),
         Script(text="A table.", match="You are @assistant "),
@@ -88,6 +83,7 @@ def test_when_the_rules_are_unsure_the_cheap_model_reads_the_turn_once(
     roles = [r for r in emulator.requests if r not in asked]
     assert len(roles) == 2
     assert all(FORMAT_RULES["comparison"] in json.dumps(r.body) for r in roles)
+    assert all(ROLE_RULES_WIN in json.dumps(r.body) for r in roles)  # shipped roles' rules
     for reply in replies:
         notes = [entry.get("detail", "") for entry in reply.log if entry["event"] == "format"]
         assert notes == ["asked for comparison (the cheap model's reading)"], reply.log

@@ -3,7 +3,8 @@ explanation, code or a short answer — told apart by rules first (no model call
 question the rules are unsure of is put to the provider's cheap model once per turn (every
 role of the turn waits for that one answer, at most a couple of seconds; without one, no
 rule). The rule goes in the reply's final instruction, after the cached prefix, so roles
-still share the cache."""
+still share the cache. A role with output rules of its own keeps them: the format rule is
+added and says the role's rules win where the two differ."""
 
 from __future__ import annotations
 
@@ -79,8 +80,14 @@ def intent_of(text: str) -> str:
     return ""
 
 
-def format_rule(intent: str) -> str:
-    return FORMAT_RULES.get(intent, "")
+# Said after the format rule when the role has output rules of its own (every shipped role
+# has): both apply, and where they differ — a word limit, a bullet count — the role's win.
+ROLE_RULES_WIN = "Keep to your own output rules as well; where they differ, yours win."
+
+
+def format_rule(intent: str, *, role_has_rules: bool = False) -> str:
+    rule = FORMAT_RULES.get(intent, "")
+    return f"{rule} {ROLE_RULES_WIN}" if rule and role_has_rules else rule
 
 
 def worth_asking(text: str) -> bool:
@@ -139,7 +146,8 @@ async def intent_from_model(
 def with_format_rule(request: ChatRequest, intent: str) -> ChatRequest:
     """The request with the intent's format rule added to the role's final instruction."""
     messages = list(request.messages)
-    messages[-1] = with_instruction(messages[-1], format_rule(intent))
+    rule = format_rule(intent, role_has_rules=bool(request.metadata.get("role_rules")))
+    messages[-1] = with_instruction(messages[-1], rule)
     return replace(
         request, messages=tuple(messages), metadata={**request.metadata, "format": intent}
     )

@@ -152,14 +152,14 @@ def request_for_reply(
     turn = message.turn if message.turn_id else None
     persona, memory = thread_context(thread=thread, session=session)
     asked = next((entry.text for entry in reversed(transcript) if entry.is_user), "")
-    intent = _intent(turn, session, speaker, asked)
+    intent = _intent(turn, session, asked)
     cue = "\n\n".join(
         filter(
             None,
             [
                 _stage_cue(message, turn),
                 length_rule(reply_words((turn and turn.reply_length) or session.reply_length)),
-                format_rule(intent or ""),
+                format_rule(intent or "", role_has_rules=bool(speaker.output_rules.strip())),
             ],
         )
     )
@@ -177,6 +177,8 @@ def request_for_reply(
         output_rules=speaker.output_rules,
         max_tokens=default_max_tokens(message.model),
     )
+    if speaker.output_rules.strip():  # a rule the cheap model picks later says theirs win
+        request = replace(request, metadata={**request.metadata, "role_rules": True})
     if session.tool_mode == ToolMode.TOOLS_FIRST and request.tools:
         request = replace(request, metadata={**request.metadata, "tools_first": True})
     if intent:  # the engine notes it in the reply's log (its Details)
@@ -211,11 +213,11 @@ def _with_cache_ttl(
     )
 
 
-def _intent(turn: Turn | None, session, speaker: Role, asked: str) -> str | None:
+def _intent(turn: Turn | None, session, asked: str) -> str | None:
     """The shape the person's last message (`asked`) asks for ("": the rules are unsure) —
-    None (off) when they set a reply length (for the turn or the session) or the role has
-    output rules of its own."""
-    if turn is None or speaker.output_rules.strip():
+    None (off) when they set a reply length (for the turn or the session). A role's own output
+    rules do not turn it off: both apply, the role's winning where they differ."""
+    if turn is None:
         return None
     if turn.reply_length or (session.reply_length or "normal") != "normal":
         return None
