@@ -43,6 +43,20 @@ class Reader:
         self.done: dict | None = None
 
     def take(self, kind: str, data: dict) -> None:
+        if kind == "snapshot":  # a fresh start (a new topic's first push reads as a gap)
+            for message in data["messages"]:
+                self.take(
+                    "message",
+                    {
+                        **message,
+                        **(
+                            {"live": data["live"][message["id"]]}
+                            if message["id"] in data["live"]
+                            else {}
+                        ),
+                    },
+                )
+            return
         if kind == "message" and data["id"] == self.reply_id:
             if "live" in data:  # in flight: its text so far, and the delta that ends it
                 self.text, self.last = data["live"]["text"], data["live"]["seq"]
@@ -102,3 +116,36 @@ def test_a_client_too_far_behind_gets_a_fresh_snapshot(alice, alice_thread, asgi
 def test_the_stream_needs_a_token(alice_thread, asgi_server):
     url = f"{asgi_server.url}/api/v1/threads/{alice_thread.public_id}/events"
     assert httpx.get(url, timeout=10).status_code == 401
+
+
+def test_a_client_back_after_the_bus_lost_its_events_still_gets_the_replys_end(
+    alice, alice_thread, asgi_server, slow_demo
+):
+    """A client that drops mid-reply and comes back once the bus no longer holds what it
+    missed (here: the topic's entries gone, as after a trim) gets a fresh snapshot — and that
+    snapshot carries the reply that settled meanwhile, done, with its whole text."""
+    from apps.chat import livebus
+    from apps.chat.display import events as display_events
+    from apps.chat.livestate import shared_sync_client
+
+    raw = token_create(user=alice, name="sse", scope="read")[1]
+    headers = {"Authorization": f"Bearer {raw}"}
+    url = f"{asgi_server.url}/api/v1/threads/{alice_thread.public_id}/events"
+    with httpx.Client(timeout=20) as client:
+        with client.stream("GET", url, headers=headers) as response:
+            lines = response.iter_lines()
+            _, _, last_id = next(events(lines, until=lambda k, d: k == "snapshot"))
+            posted = message_post(thread=alice_thread, author=alice, text="@assistant a story")
+            reader = Reader(str(posted.replies[0].public_id))
+            for kind, data, number in events(lines, until=lambda k, d: reader.deltas >= 3):
+                last_id = number
+                reader.take(kind, data)
+        (settled,) = wait_settled(posted.replies)
+        topic = display_events.thread_group(alice_thread.public_id)
+        shared_sync_client().delete(livebus.stream_key(topic))  # what it missed is gone
+        back = {**headers, "Last-Event-ID": str(last_id)}
+        with client.stream("GET", url, headers=back) as again:
+            kind, snapshot, _ = next(events(again.iter_lines(), until=lambda k, d: True))
+    assert kind == "snapshot"
+    (mine,) = [m for m in snapshot["messages"] if m["id"] == reader.reply_id]
+    assert mine["status"] == "done" and mine["text"] == settled.text
