@@ -79,7 +79,12 @@
         pending.push(el.id.replace(/^msg-/, ""));
       }
     });
-    evt.detail.socketWrapper.send(JSON.stringify({ type: "sync", after_seq: afterSeq, pending: pending }));
+    const sync = { type: "sync", after_seq: afterSeq, pending: pending };
+    // A "while you were away" card still being written: it may have been finished before
+    // this socket followed the person's pushes, so the sync asks for it as it is now.
+    const card = document.getElementById("digest-card");
+    if (card && card.classList.contains("digest-card--pending")) sync.digest = parseInt(card.dataset.digest, 10);
+    evt.detail.socketWrapper.send(JSON.stringify(sync));
   });
 
   // The server asks for a fresh connection (it is restarting, or Redis restarted): reconnect,
@@ -601,9 +606,19 @@
       hit.scrollIntoView({ block: "center" });
       return;
     }
+    const area = document.getElementById("composer-text");
+    if (!transcript()) { stickToBottom = false; return; }  // a list or a form: from its top
+    // Back after a while: the "while you were away" card (placed just above what is new)
+    // first, rather than the latest message below everything it sums up.
+    const card = document.getElementById("digest-card");
+    if (card && !card.hidden) {
+      stickToBottom = false;
+      card.scrollIntoView({ block: "start" });
+      if (area) grow(area);
+      return;
+    }
     stickToBottom = true;
     followIfSticking();
-    const area = document.getElementById("composer-text");
     if (area) { grow(area); area.focus(); }
   }
   // This deferred script runs once the page is parsed but before htmx processes it: start
@@ -1156,6 +1171,8 @@
     divider.setAttribute("role", "separator");
     divider.textContent = "New since you left";
     first.before(divider);
+    const card = document.getElementById("digest-card");
+    if (card) divider.before(card);  // what it sums up starts just below it
   }
   // The tab is looked at: everything it shows has been seen. Whatever way a reply arrived
   // (streamed, or already settled when the tab first saw it), once nothing is running the

@@ -75,3 +75,41 @@ def test_a_digest_links_its_citations_to_the_messages(alice, bob, alice_thread):
     target = f"?at={third.public_id}#msg-{third.public_id}"
     assert f'{target}" rel="noopener noreferrer nofollow">#3</a>' in html
     assert "<script>" not in html
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_a_card_written_before_the_tab_followed_arrives_when_it_syncs(
+    alice, bob, alice_thread
+):
+    """The page showed "Catching you up…"; the card was written (and pushed) before the tab's
+    socket followed bob's pushes: the tab's sync asks for it and gets it as it is now."""
+    import asyncio
+    import json
+
+    from channels.db import database_sync_to_async
+    from channels.testing import WebsocketCommunicator
+
+    from config.asgi import application
+    from tests.chat.test_live_streaming import session_cookie
+
+    digest = await Digest.objects.acreate(
+        thread=alice_thread, user=bob, after_seq=0, upto_seq=6, status="done",
+        text="Alice decided to keep the harbour scene.",
+    )  # fmt: skip
+    await database_sync_to_async(member_add)(
+        session=alice_thread.session, by=alice, username="bob"
+    )
+    headers = [(b"origin", b"http://localhost"),
+               (b"cookie", await database_sync_to_async(session_cookie)(bob))]  # fmt: skip
+    tab = WebsocketCommunicator(application, f"/ws/threads/{alice_thread.public_id}/", headers)
+    assert (await tab.connect(timeout=10))[0]
+    await tab.send_to(
+        text_data=json.dumps({"type": "sync", "after_seq": 6, "pending": [], "digest": digest.pk})
+    )
+    frames = []
+    async with asyncio.timeout(10):
+        while 'data-synced="true"' not in (frame := await tab.receive_from(timeout=10)):
+            frames.append(frame)
+    await tab.disconnect()
+    (card,) = [f for f in frames if 'id="digest-card"' in f]
+    assert "digest-card--done" in card and "keep the harbour scene" in card

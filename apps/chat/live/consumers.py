@@ -38,14 +38,13 @@ from channels.generic.websocket import AsyncWebsocketConsumer
 from redis.exceptions import RedisError
 
 from apps.chat import livestate
-from apps.chat.access import Need
 from apps.chat.display import events, frames
 from apps.chat.display.bubbles import bubble_fragments
 from apps.chat.display.rooms import room_banner, typing_fragment
-from apps.chat.live import presence
+from apps.chat.live import presence, tab_reads
 from apps.chat.live.relay import relay
 from apps.chat.models import Thread
-from apps.chat.selectors import messages_to_sync, threads_for_user
+from apps.chat.selectors import messages_to_sync
 
 logger = logging.getLogger(__name__)
 CLOSE_UNAUTHENTICATED = 4401
@@ -211,7 +210,7 @@ class ThreadConsumer(GroupSocket):
         await super().connect()
         if self.user is None:
             return
-        self.thread = await self._readable_thread(
+        self.thread = await database_sync_to_async(tab_reads.readable_thread)(
             self.user, self.scope["url_route"]["kwargs"]["thread"]
         )
         if self.thread is None:
@@ -269,6 +268,13 @@ class ThreadConsumer(GroupSocket):
                 return
             async with self.sending:
                 await self._catch_up(thread, after_seq=after_seq, pending=pending)
+                digest = data.get("digest")
+                if isinstance(digest, int) and not isinstance(digest, bool):
+                    card = await database_sync_to_async(tab_reads.written_digest)(
+                        user=self.user, digest_id=digest, thread_pk=thread.pk
+                    )
+                    if card:
+                        await self.send(text_data=card)
                 await self.send(text_data=SYNCED)
             if self.presence is None and await presence.shared_room(thread.session_id):
                 self.presence = presence.entry(
@@ -427,8 +433,12 @@ class ThreadConsumer(GroupSocket):
         """Whether the person may still read the thread; if not, the socket closes. Also
         whether they may talk there (a viewer's typing is shown to nobody)."""
         thread = self.thread
-        if thread is not None and await self._readable_thread(self.user, thread.public_id):
-            self.can_talk = await self._may_talk(self.user, thread.pk)
+        if thread is not None and await database_sync_to_async(tab_reads.readable_thread)(
+            self.user, thread.public_id
+        ):
+            self.can_talk = await database_sync_to_async(tab_reads.may_talk)(
+                user=self.user, thread_pk=thread.pk
+            )
             return True
         self.thread = None
         await self.close(code=CLOSE_NOT_FOUND)
@@ -452,20 +462,6 @@ class ThreadConsumer(GroupSocket):
                 session_id=thread.session_id
             )
             await self._send_frames(frames.pack(fragments))
-
-    @database_sync_to_async
-    def _may_talk(self, user, thread_pk: int) -> bool:
-        return threads_for_user(user=user, need=Need.TALK).filter(pk=thread_pk).exists()
-
-    @database_sync_to_async
-    def _readable_thread(self, user, public_id) -> Thread | None:
-        """The thread, when `user` may read it (the owner, a member, a viewer)."""
-        return (
-            threads_for_user(user=user, need=Need.READ)
-            .select_related("session")
-            .filter(public_id=public_id)
-            .first()
-        )
 
 
 async def close_every_tab() -> int:
