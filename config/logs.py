@@ -24,6 +24,19 @@ class ScrubbingFormatter(logging.Formatter):
         return redact_paths(scrub(super().format(record)))
 
 
+class RefusalFilter(logging.Filter):
+    """A refused request (403: a viewer's post, a read-only token) is one line, not a
+    traceback: it is the app saying no, not an error to investigate."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        from django.core.exceptions import PermissionDenied
+
+        error = record.exc_info[1] if record.exc_info else None
+        if isinstance(error, PermissionDenied):
+            record.exc_info, record.exc_text = None, None
+        return True
+
+
 class ClientGoneFilter(logging.Filter):
     """Drops asyncio's "exception was never retrieved" for a request whose client left before
     its answer (Django raises RequestAborted in a task no one awaits once daphne has dropped

@@ -254,12 +254,16 @@ LOGGING = {
             "format": "%(asctime)s %(levelname)s %(name)s: %(message)s",
         }
     },
-    "filters": {"client_gone": {"()": "config.logs.ClientGoneFilter"}},
+    "filters": {
+        "client_gone": {"()": "config.logs.ClientGoneFilter"},
+        "refusal": {"()": "config.logs.RefusalFilter"},
+    },
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
     "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO").upper()},
     "loggers": {
         "httpx": {"level": "WARNING"},
         "daphne": {"level": "WARNING"},
         "asyncio": {"filters": ["client_gone"]},
+        "django.request": {"filters": ["refusal"]},
     },
 }

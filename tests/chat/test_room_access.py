@@ -128,19 +128,24 @@ def test_members_and_viewers_get_what_their_role_allows_and_a_reason_otherwise(
             assert snapshot() == before, (who, name)
 
 
-def test_a_viewer_who_posts_is_told_why_and_nothing_is_posted(room, charlie, alice_thread):
+def test_a_viewer_who_posts_is_told_why_and_nothing_is_posted(
+    room, charlie, alice_thread, caplog
+):
     client = Client()
     client.force_login(charlie)
     url = reverse("chat:message_create", kwargs={"thread": alice_thread.public_id})
     before = snapshot()
-    response = client.post(url, {"text": "@director hi"}, HTTP_HX_REQUEST="true")
+    with caplog.at_level("WARNING", logger="django.request"):
+        response = client.post(url, {"text": "@director hi"}, HTTP_HX_REQUEST="true")
     assert response.status_code == 403
+    (logged,) = [r for r in caplog.records if r.name == "django.request"]
+    assert logged.exc_info is None  # one line, no traceback: a refusal is not an error
     assert "You are a viewer in this room" in response.content.decode()  # the reason
     assert snapshot() == before
     page = client.get(url.replace("messages/", ""))  # the thread's page: no composer
     html = page.content.decode()
     assert 'id="composer"' not in html and "You are a viewer in this room" in html
-    assert 'id="settings-open"' not in html
+    assert 'id="settings-open"' not in html and 'id="new-chat"' not in html  # nothing to refuse
 
 
 @pytest.mark.parametrize("who", ["dave", "erin"])
