@@ -96,9 +96,7 @@ async def test_a_card_written_before_the_tab_followed_arrives_when_it_syncs(
         thread=alice_thread, user=bob, after_seq=0, upto_seq=6, status="done",
         text="Alice decided to keep the harbour scene.",
     )  # fmt: skip
-    await database_sync_to_async(member_add)(
-        session=alice_thread.session, by=alice, username="bob"
-    )
+    await database_sync_to_async(member_add)(session=alice_thread.session, by=alice, username="bob")
     headers = [(b"origin", b"http://localhost"),
                (b"cookie", await database_sync_to_async(session_cookie)(bob))]  # fmt: skip
     tab = WebsocketCommunicator(application, f"/ws/threads/{alice_thread.public_id}/", headers)

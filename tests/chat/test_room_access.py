@@ -128,9 +128,7 @@ def test_members_and_viewers_get_what_their_role_allows_and_a_reason_otherwise(
             assert snapshot() == before, (who, name)
 
 
-def test_a_viewer_who_posts_is_told_why_and_nothing_is_posted(
-    room, charlie, alice_thread, caplog
-):
+def test_a_viewer_who_posts_is_told_why_and_nothing_is_posted(room, charlie, alice_thread, caplog):
     client = Client()
     client.force_login(charlie)
     url = reverse("chat:message_create", kwargs={"thread": alice_thread.public_id})
