@@ -863,21 +863,66 @@
     let field = null;
     // Engines word parse errors differently (a character offset, or a line and a column);
     // the person gets the line and column either way, and the engine's reason without them.
+    // Where a strict JSON reading of `text` first fails (some engines' messages carry no
+    // position: "Unexpected token 'T'" for True, a comment, a comma before "]").
+    const firstJsonError = function (text) {
+      let i = 0;
+      const fail = function () { throw i; };
+      const space = function () { while (i < text.length && " \t\n\r".indexOf(text[i]) >= 0) i++; };
+      const literal = function (word) { if (text.startsWith(word, i)) i += word.length; else fail(); };
+      const string = function () {
+        i++;
+        while (i < text.length && text[i] !== '"') {
+          if (text.charCodeAt(i) < 0x20) fail();
+          i += text[i] === "\\" ? 2 : 1;
+        }
+        if (i >= text.length) fail();
+        i++;
+      };
+      const number = function () {
+        const match = /^-?(0|[1-9]\d*)(\.\d+)?([eE][+-]?\d+)?/.exec(text.slice(i));
+        if (!match) fail();
+        i += match[0].length;
+      };
+      const value = function () {
+        space();
+        const c = text[i];
+        if (c === "{" || c === "[") {
+          const close = c === "{" ? "}" : "]";
+          i++; space();
+          if (text[i] === close) { i++; return; }
+          for (;;) {
+            space();
+            if (close === "}") { if (text[i] !== '"') fail(); string(); space(); if (text[i] !== ":") fail(); i++; }
+            value(); space();
+            if (text[i] === ",") { i++; continue; }
+            if (text[i] === close) { i++; return; }
+            fail();
+          }
+        }
+        if (c === '"') return string();
+        if (c === "t") return literal("true");
+        if (c === "f") return literal("false");
+        if (c === "n") return literal("null");
+        number();
+      };
+      try { value(); space(); if (i < text.length) fail(); } catch (at) { return typeof at === "number" ? at : null; }
+      return null;
+    };
     const whereJsonBroke = function (text, message) {
       let line = null, column = null;
       const at = /position (\d+)/.exec(message);
       const lineCol = /line (\d+) column (\d+)/.exec(message);
+      const found = at ? Number(at[1]) : firstJsonError(text);
       if (lineCol) {
         line = Number(lineCol[1]); column = Number(lineCol[2]);
-      } else if (at) {
-        const before = text.slice(0, Number(at[1])).split("\n");
+      } else if (found !== null) {
+        const before = text.slice(0, found).split("\n");
         line = before.length; column = before[before.length - 1].length + 1;
-      } else if (/end of (JSON|data) input|unexpected end/i.test(message)) {
-        const lines = text.split("\n");
-        line = lines.length; column = lines[lines.length - 1].length + 1;
       }
       const reason = message.replace(/^JSON\.parse: /, "").replace(/\s*(in JSON )?at position \d+.*$/, "")
-        .replace(/\s*at line \d+ column \d+.*$/, "").replace(/\s*\(line \d+ column \d+\)/, "");
+        .replace(/\s*at line \d+ column \d+.*$/, "").replace(/\s*\(line \d+ column \d+\)/, "")
+        .replace(/, (\.\.\.)?".*"(\.\.\.)? is not valid JSON$/s, "");
       return (line ? "line " + line + ", column " + column + ": " : "") + reason.replace(/\.?$/, ".");
     };
     const asDocument = function (text) {

@@ -85,6 +85,15 @@ def test_create_a_session_in_the_dialog_with_everything_set(
     json_box.fill('{\n  "budget": "small"\n  "shoot": "March"\n}')  # a missing comma
     memory.get_by_role("button", name="Done").click()
     expect(memory.get_by_role("alert")).to_contain_text("line 3, column 3")
+    # The other common mistakes say where too, whatever the browser's own message holds.
+    for broken, where in (
+        ('{\n  "budget": "small",\n  "final": True\n}', "line 3, column 12"),  # Python's True
+        ('{"shots": [1, 2,]}', "line 1, column 17"),  # a comma before "]"
+        ("{'budget': 'small'}", "line 1, column 2"),  # single quotes
+    ):
+        json_box.fill(broken)
+        memory.get_by_role("button", name="Done").click()
+        expect(memory.get_by_role("alert")).to_contain_text(f"Not valid JSON yet: {where}")
     expect(memory).to_be_visible()
     json_box.fill('{"budget": "small", "shoot": "March"}')
     memory.get_by_role("button", name="Done").click()
