@@ -33,5 +33,10 @@ class AccessToken(models.Model):
         return self.revoked_at is None
 
     @property
+    def scope_name(self) -> str:
+        """The scope in a few words: "read", or "read and post"."""
+        return "read and post" if self.can_post else "read"
+
+    @property
     def can_post(self) -> bool:
         return self.scope == TokenScope.POST

@@ -185,3 +185,21 @@ def test_a_tab_on_screen_counts_as_reading_its_thread(chat, fast_demo):
     from tests.conftest import wait_until
 
     wait_until(seen, timeout=5)
+
+
+@pytest.mark.parametrize("size", SIZES)
+def test_the_api_tokens_page_fits_a_phone_and_names_each_scope(page, alice, roles, size, shots):
+    """A fresh token (its value and curl line shown once) and the list, within the screen."""
+    page.set_viewport_size({"width": size[0], "height": size[1]})
+    log_in(page)
+    page.goto("/account/tokens/")
+    page.get_by_label("Name").fill("laptop terminal")
+    page.get_by_label("Scope").select_option("post")
+    page.get_by_role("button", name="Make a token").click()
+    expect(page.locator("#new-token")).to_contain_text("pat_")
+    row = page.locator(".credential-row").filter(has_text="laptop terminal")
+    expect(row).to_contain_text("read and post")
+    width = page.evaluate("document.scrollingElement.scrollWidth")
+    wide = page.evaluate("""Array.from(document.querySelectorAll("body *")).filter(e => e.getBoundingClientRect().right > innerWidth + 1).map(e => e.tagName + "." + e.className + " " + Math.round(e.getBoundingClientRect().right)).slice(0, 12)""")
+    assert width <= size[0], f"the page is {width} px wide on a {size[0]} px screen: {wide}"
+    page.screenshot(path=str(shots / f"api-tokens-{size[0]}.png"), full_page=True)
