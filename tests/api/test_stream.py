@@ -149,3 +149,30 @@ def test_a_client_back_after_the_bus_lost_its_events_still_gets_the_replys_end(
     assert kind == "snapshot"
     (mine,) = [m for m in snapshot["messages"] if m["id"] == reader.reply_id]
     assert mine["status"] == "done" and mine["text"] == settled.text
+
+
+def test_the_streamed_text_adds_up_to_the_stored_reply_exactly(
+    alice, anthropic_thread, asgi_server, emulator
+):
+    """The model ends with blanks the stored reply drops: the deltas never carry them, so a
+    client that only adds deltas holds exactly the stored text."""
+    from apps.providers.emulator import Script
+
+    emulator.script(
+        Script(text="The harbour at dawn, then the gulls.  \n\n ", tokens_per_second=80)
+    )
+    raw = token_create(user=alice, name="sse", scope="read")[1]
+    url = f"{asgi_server.url}/api/v1/threads/{anthropic_thread.public_id}/events"
+    with (
+        httpx.Client(timeout=20) as client,
+        client.stream("GET", url, headers={"Authorization": f"Bearer {raw}"}) as response,
+    ):
+        lines = response.iter_lines()
+        next(events(lines, until=lambda k, d: k == "snapshot"))
+        posted = message_post(thread=anthropic_thread, author=alice, text="@assistant go")
+        reader = Reader(str(posted.replies[0].public_id))
+        for kind, data, _ in events(lines, until=lambda k, d: reader.done is not None):
+            reader.take(kind, data)
+    (settled,) = wait_settled(posted.replies)
+    assert settled.text == "The harbour at dawn, then the gulls."
+    assert reader.deltas > 1 and reader.text == settled.text

@@ -200,6 +200,10 @@ def test_the_api_tokens_page_fits_a_phone_and_names_each_scope(page, alice, role
     row = page.locator(".credential-row").filter(has_text="laptop terminal")
     expect(row).to_contain_text("read and post")
     width = page.evaluate("document.scrollingElement.scrollWidth")
-    wide = page.evaluate("""Array.from(document.querySelectorAll("body *")).filter(e => e.getBoundingClientRect().right > innerWidth + 1).map(e => e.tagName + "." + e.className + " " + Math.round(e.getBoundingClientRect().right)).slice(0, 12)""")
+    wide = page.evaluate(
+        """Array.from(document.querySelectorAll("body *"))
+            .filter(e => e.getBoundingClientRect().right > innerWidth + 1)
+            .map(e => e.tagName + "." + e.className).slice(0, 12)"""
+    )
     assert width <= size[0], f"the page is {width} px wide on a {size[0]} px screen: {wide}"
     page.screenshot(path=str(shots / f"api-tokens-{size[0]}.png"), full_page=True)

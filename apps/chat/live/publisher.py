@@ -60,7 +60,10 @@ class LiveReply:
 
     @property
     def unpublished(self) -> str:
-        return self.text[self.published :]
+        # Blanks at the end wait for the text after them: the stored reply ends without them,
+        # so what the tabs and API streams are sent adds up to exactly what is stored.
+        end = len(self.text.rstrip())
+        return self.text[self.published : end] if end > self.published else ""
 
     def add_part(self, event: ToolCall | ToolResult) -> None:
         if len(self.text) > self.text_in_parts:
