@@ -168,12 +168,19 @@ def test_the_mcp_servers_page_is_spaced_and_reachable_on_a_phone(
 
 
 def test_a_tab_on_screen_counts_as_reading_its_thread(chat, fast_demo):
+    thread = Thread.objects.get(pk=chat.session.active_thread.pk)
+    # Count the pushes that carry this thread's unread badge (the counts after a turn).
+    chat.evaluate(
+        """id => { window.__badgePushes = 0;
+            document.addEventListener("htmx:wsAfterMessage", e => {
+                if (String(e.detail.message).includes(id)) window.__badgePushes += 1; }); }""",
+        f"unread-{thread.public_id}",
+    )
     send(chat, "@all what opens the film?")
     for handle in ("visual_architect", "director"):
         wait_done(bubble(chat, handle))
-    thread = Thread.objects.get(pk=chat.session.active_thread.pk)
     badge = chat.locator(f"#unread-{thread.public_id}")
-    chat.wait_for_timeout(2500)  # the counts after a turn come within a second or so
+    chat.wait_for_function("window.__badgePushes > 0")  # the counts after the turn came
     expect(badge).to_be_hidden()
 
     def seen() -> bool:

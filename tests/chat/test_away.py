@@ -12,10 +12,14 @@ import pytest
 from channels.db import database_sync_to_async
 from channels.testing import WebsocketCommunicator
 
+from apps.chat.council.posting import message_post
+from apps.chat.display import events
 from apps.chat.records.sessions import session_create
 from apps.chat.records.threads import thread_create, thread_mark_seen
 from config.asgi import application
+from tests.chat.probes import frames_before_probe
 from tests.chat.test_live_streaming import open_tab, post, session_cookie
+from tests.conftest import wait_settled
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -67,9 +71,15 @@ async def test_a_finished_turn_reaches_the_owners_pages_once_with_the_badge(
     await database_sync_to_async(session_create)(owner=bob, name="Bob's own")
     bob_page = await open_page(await database_sync_to_async(session_cookie)(bob))
     # A council turn: five roles in parallel, then the director, who sees them all.
-    await post(alice_thread, alice, "@all what should the opening shot be?")
+    posted = await database_sync_to_async(message_post)(
+        thread=alice_thread, author=alice, text="@all what should the opening shot be?"
+    )
     frames = await collect(alice_page, lambda frames: notices(frames))
-    assert await alice_page.receive_nothing(timeout=1.5)  # one notice for the whole turn
+    # One notice for the whole turn: every reply has settled, and whatever their settling
+    # pushed to Alice came before a probe on her topic.
+    await database_sync_to_async(wait_settled)(posted.replies)
+    later = await frames_before_probe(alice_page, events.user_group(alice.pk))
+    assert notices(later) == []
     (notice,) = notices(frames)
     assert notice["thread"] == str(alice_thread.public_id)
     assert notice["session"] == str(alice_thread.session.public_id)
@@ -77,7 +87,7 @@ async def test_a_finished_turn_reaches_the_owners_pages_once_with_the_badge(
     assert notice["body"].endswith(f" · {alice_thread.session.name}")
     assert notice["url"] == f"/t/{alice_thread.public_id}/"
     assert badge(frames, alice_thread.session) == "6"
-    assert await bob_page.receive_nothing(timeout=0.5)  # nothing of Alice's reaches Bob
+    assert await frames_before_probe(bob_page, events.user_group(bob.pk)) == []  # nor to Bob
 
     # Read in one tab: the sessions list's badge and the thread's in the sidebar of a tab on
     # another thread of the session go at once.

@@ -18,6 +18,7 @@ from apps.chat.models import Message, MessageStatus
 from apps.chat.records.sessions import session_create
 from apps.chat.records.threads import thread_create, thread_rename
 from config.asgi import application
+from tests.chat.probes import frames_before_probe
 from tests.chat.tabs import Tab
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -147,11 +148,11 @@ async def test_closing_every_tab_does_not_stop_the_reply_and_a_return_catches_up
     await read_until(communicator, tab, lambda: len(tab.deltas) >= 3)
     await communicator.disconnect()
 
-    # Mid-stream the database already holds a checkpoint, never more than was published.
-    await asyncio.sleep(0.8)
-    checkpoint = await stored(reply)
+    # Mid-stream the database comes to hold a checkpoint past what this tab saw.
+    async with asyncio.timeout(10):
+        while not len((checkpoint := await stored(reply)).text) > len(tab.delta_text(reply_id)):
+            await asyncio.sleep(0.05)
     assert checkpoint.status == MessageStatus.STREAMING
-    assert checkpoint.text and len(checkpoint.text) > len(tab.delta_text(reply_id))
 
     for _ in range(200):
         if (await stored(reply)).status == MessageStatus.DONE:
@@ -198,7 +199,7 @@ async def test_a_lost_delta_is_repaired_from_the_live_tail(alice, alice_thread, 
     assert tab.bubbles[reply_id].text == "Hello world, again and again"
     # A stale delta (already in the snapshot) is dropped.
     await publish_delta(3, "world")
-    assert await communicator.receive_nothing(timeout=0.3)
+    assert await frames_before_probe(communicator, group) == []
     await communicator.disconnect()
 
 
@@ -207,8 +208,12 @@ async def test_an_idle_tab_keeps_its_socket_and_still_receives_events(alice, ali
     tab = Tab()
     communicator = await open_tab(cookie, alice_thread)
     await read_until(communicator, tab, lambda: tab.synced)
-    # Longer than channels-redis's blocking read and redis-py's default socket timeout.
-    assert await communicator.receive_nothing(timeout=6.5)
+    # Idle for longer than the relay's blocking read and redis-py's default socket timeout
+    # (the idling is what is tested); then the socket still answers.
+    await asyncio.sleep(6.5)
+    assert (
+        await frames_before_probe(communicator, events.thread_group(alice_thread.public_id)) == []
+    )
     await livebus.publish(
         livestate.async_client(),
         [
@@ -305,7 +310,8 @@ async def test_every_tab_on_the_session_sees_mutes_sticky_role_and_renames(
     assert "Harbour &lt;b&gt;at&lt;/b&gt; dawn" in alice_tab.frames[-1]
     assert f"thread-title-{alice_thread.public_id}" not in "".join(alice_tab.frames)
 
-    assert await bob_socket.receive_nothing(timeout=0.5)  # nothing of Alice's reaches Bob
+    # Nothing of Alice's reached Bob (handed out before the probe on his own topic).
+    assert await frames_before_probe(bob_socket, events.user_group(bob.pk)) == []
     for socket in (alice_socket, bob_socket):
         await socket.disconnect()
 

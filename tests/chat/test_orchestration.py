@@ -116,7 +116,7 @@ def test_a_failing_role_does_not_block_the_director(
     assert "visual_architect thinks" in str(director_request.body["messages"])
 
 
-def test_interrupt_stops_every_call_within_a_second_and_cancels_auto_rounds(
+def test_interrupt_stops_every_call_mid_stream_and_cancels_auto_rounds(
     alice, council, celery_worker, emulator
 ):
     session = council.session

@@ -288,9 +288,14 @@ def test_the_usage_line_shows_the_last_turn_recent_replies_and_a_switch_of_model
         r.usage["output"] for r in wait_settled(last.replies)
     )
     assert figures.recent.replies == 8  # fewer than the window: every reply so far
-    assert (
-        threads_figures(thread_ids=[alice_thread.pk], count=3)[alice_thread.pk].recent.replies == 3
-    )
+    window = threads_figures(thread_ids=[alice_thread.pk], count=3)[alice_thread.pk].recent
+    # The three most recently settled replies — the last turn's two and the latest before
+    # them — not any three.
+    settled = Message.objects.filter(thread=alice_thread, finished_at__isnull=False)
+    newest = list(settled.exclude(speaker="user").order_by("-finished_at", "-pk")[:3])
+    assert {r.pk for r in last.replies} < {r.pk for r in newest}
+    assert window.replies == 3
+    assert window.output_tokens == sum(r.usage["output"] for r in newest)
     turn, recent = session_figures(session=alice_thread.session)
     assert (turn.replies, recent.replies) == (2, 8)
 

@@ -43,7 +43,6 @@ async def test_over_http_a_call_returns_its_result_and_no_root_is_offered(everyt
 
 async def test_a_server_that_dies_mid_call_is_noticed_at_once_and_said_so(tmp_path):
     import asyncio
-    import time
 
     from apps.connectors.client import McpUnavailable
 
@@ -56,12 +55,11 @@ async def test_a_server_that_dies_mid_call_is_noticed_at_once_and_said_so(tmp_pa
         process.kill()
 
     killer = asyncio.ensure_future(kill_soon())
-    started = time.monotonic()
     with pytest.raises(McpUnavailable) as failure:
-        await call_tool(spec, *long_call)
+        # A deadline short of the call's own 20 s timeout: the loss itself ended the call.
+        await asyncio.wait_for(call_tool(spec, *long_call), 15)
     await killer
     process.wait(5)
-    assert time.monotonic() - started < 5  # not the 20 s timeout
     message = str(failure.value)
     assert message.startswith("The MCP server 'everything' went away during the call (")
     assert message.endswith(").") and ".." not in message

@@ -211,7 +211,6 @@ def test_a_new_session_can_start_with_servers_the_user_may_use(alice, bob, roles
 def test_stop_ends_a_reply_waiting_on_a_slow_mcp_tool(
     alice, anthropic_thread, celery_worker, emulator
 ):
-    import time
 
     from apps.chat.council.replies import thread_interrupt
 
@@ -229,10 +228,9 @@ def test_stop_ends_a_reply_waiting_on_a_slow_mcp_tool(
         reply = Message.objects.get(pk=posted.replies[0].pk)
         return any(part["type"] == "tool_call" for part in reply.content) or "Waiting" in reply.text
 
-    wait_until(calling, timeout=20)
-    time.sleep(1.0)  # the tool call is under way
-    started = time.monotonic()
+    wait_until(calling, timeout=20)  # the tool call is under way
     thread_interrupt(thread=anthropic_thread)
+    # Settled well before the tool's own end (it waits 50 s): Stop did not wait for it.
     (reply,) = wait_settled(posted.replies, timeout=10)
-    assert reply.status == "interrupted" and time.monotonic() - started < 5
+    assert reply.status == "interrupted"
     assert reply.text.startswith("Waiting on the server")
