@@ -259,7 +259,8 @@ async def test_hostile_websocket_frames_are_ignored_and_the_tab_keeps_working(al
         await communicator.send_to(text_data='{"type": "sync", "after_seq": 0}')
     syncs = sum('id="sync-state"' in frame for frame in await drain(communicator))
     assert syncs <= 2  # at most one for the hostile syncs, one for the 300
-    # The consumer is alive: a fresh sync a second later is answered.
+    # The consumer is alive: a fresh sync is answered once the sync rate limit's window
+    # (SYNC_MIN_INTERVAL_SECONDS, a clock by design) has passed.
     await asyncio.sleep(1.1)
     await communicator.send_to(text_data='{"type": "sync", "after_seq": 0}')
     fresh = Tab()
