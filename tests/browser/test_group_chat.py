@@ -376,6 +376,8 @@ def test_a_routing_suggestion_prefills_the_composer(
     session.save()
     arguments = {"handle": "sound_designer", "message": "What does the harbour sound like?"}
     emulator.script(
+        # The question's shape is unclear to the rules: the cheap model is asked once.
+        Script(text="none", match="Classify the shape"),
         Script(text="", tool_calls=[{"name": "suggest_route", "arguments": arguments}]),
         Script(text="That is a question for the sound designer."),
     )

@@ -71,6 +71,7 @@ def test_an_mcp_tool_and_a_workspace_file_used_by_a_role(
     files.get_by_role("button", name="Close files").click()
     read = {"name": "read_file", "arguments": {"path": "scene.md"}}
     emulator.script(
+        Script(text="none", provider="anthropic", match="Classify the shape"),  # the cheap model
         Script(text="", provider="anthropic", tool_calls=[read]),
         Script(text="The bell rings twice.", provider="anthropic", match="rings twice at dawn"),
     )

@@ -91,10 +91,15 @@ class GroupSocket(AsyncWebsocketConsumer):
             self.user = None
             await self.close(code=CLOSE_UNAUTHENTICATED)
 
-    async def follow(self, topics: list[str]) -> None:
-        """Follow topics; everything published from now on reaches this tab."""
+    async def follow(self, topics: list[str], *, forward: bool = True) -> None:
+        """Follow topics; everything published from now on reaches this tab (with
+        `forward=False`, it waits in the inbox until `start_forwarding`)."""
         self.numbers.update(await relay().follow(self, topics))
         self.topics = topics
+        if forward:
+            self.start_forwarding()
+
+    def start_forwarding(self) -> None:
         if self.drainer is None:
             self.drainer = asyncio.ensure_future(self._drain_forever())
 
@@ -260,7 +265,8 @@ class ThreadConsumer(GroupSocket):
                         events.thread_group(thread.public_id),
                         events.session_group(thread.session.public_id),
                         events.user_group(self.user.pk),
-                    ]
+                    ],
+                    forward=False,  # not a push before the access check below
                 )
             # Access again, after following (a change from now on arrives as a push): the
             # person may have been taken out of the room since the socket opened.
@@ -276,6 +282,7 @@ class ThreadConsumer(GroupSocket):
                     if card:
                         await self.send(text_data=card)
                 await self.send(text_data=SYNCED)
+            self.start_forwarding()
             if self.presence is None and await presence.shared_room(thread.session_id):
                 self.presence = presence.entry(
                     self.user.pk, str(thread.public_id), uuid.uuid4().hex

@@ -129,8 +129,11 @@ async def _stream_claimed(hub: StreamHub, start: ReplyStart, lease: str) -> None
     else:
         await _publish_state(hub, live.group, message, seq=live.seq, live_text=resume_text)
     # The continuation's leading blanks would double the ones the cut-off text ends with,
-    # and what it repeats of the cut-off text (models often start again) is dropped.
+    # and what it repeats of the cut-off text (models often start again) is dropped. Text
+    # shown ends without blanks (they wait for the words after them): a continuation that
+    # starts a new sentence right after a full stop gets the space back.
     joining = resume_text[-1:].isspace()
+    sentence_ended = resume_text[-1:] in (".", "!", "?", ":", ";")
     repeats = RepeatTrimmer(resume_text)
     guard = TurnGuard(own=setup.own_names, others=setup.other_names)
 
@@ -155,11 +158,13 @@ async def _stream_claimed(hub: StreamHub, start: ReplyStart, lease: str) -> None
 
     def take(text: str) -> bool:
         """Pass continuation text on to the tabs; True once the guard ends the reply."""
-        nonlocal joining
+        nonlocal joining, sentence_ended
         text = text.lstrip() if joining else text
         if not text:
             return False
-        joining = False
+        if sentence_ended and text[:1].isalnum():
+            text = " " + text
+        joining = sentence_ended = False
         checked = guard.feed(text)
         hub.text_arrived(live, first=live.add(checked.text))
         return checked.ended
