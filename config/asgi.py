@@ -11,8 +11,8 @@ from channels.auth import AuthMiddlewareStack  # noqa: E402  (needs the app regi
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 
-from apps.chat.live.consumers import close_tabs_on_shutdown  # noqa: E402
 from apps.chat.live.routing import websocket_urlpatterns  # noqa: E402
+from apps.chat.live.shutdown import close_tabs_on_shutdown  # noqa: E402
 from config import urls  # noqa: E402, F401  (loaded now, so frozen with the rest)
 from config.heap import freeze_startup_heap  # noqa: E402
 

@@ -25,10 +25,8 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import sys
 import time
 import uuid
-import weakref
 from collections import deque
 from typing import Any
 
@@ -43,15 +41,13 @@ from apps.chat.display.bubbles import bubble_fragments
 from apps.chat.display.rooms import room_banner, typing_fragment
 from apps.chat.live import presence, tab_reads
 from apps.chat.live.relay import relay
+from apps.chat.live.shutdown import CLOSE_RECONNECT, open_tabs
 from apps.chat.models import Thread
 from apps.chat.selectors import messages_to_sync
 
 logger = logging.getLogger(__name__)
 CLOSE_UNAUTHENTICATED = 4401
 CLOSE_NOT_FOUND = 4404
-# Parley's own "reconnect and catch up" (daphne can only send 1000 or 3000-4999, so not the
-# standard 1012 "service restart"); the page's script reconnects on it.
-CLOSE_RECONNECT = 4012
 CLOSE_RELOAD = 4013  # the person's rights in the room changed: the page reloads
 MAX_PENDING_IDS = 500
 # A page syncs once per connection; more often than this is a broken or hostile client, and
@@ -62,12 +58,6 @@ SYNC_MIN_INTERVAL_SECONDS = 1.0
 INBOX_LIMIT = 5000
 # The last frame of a sync: the page (and tests) know the tab has caught up.
 SYNCED = '<div id="sync-state" hx-swap-oob="true" data-synced="true"></div>'
-
-
-# Every tab connected to this process, for closing them all when it stops.
-open_tabs: weakref.WeakSet[GroupSocket] = weakref.WeakSet()
-# How long a stopping web process lets its close frames leave before it exits.
-SHUTDOWN_FLUSH_SECONDS = 0.3
 
 
 class GroupSocket(AsyncWebsocketConsumer):
@@ -469,39 +459,3 @@ class ThreadConsumer(GroupSocket):
                 session_id=thread.session_id
             )
             await self._send_frames(frames.pack(fragments))
-
-
-async def close_every_tab() -> int:
-    """Ask every tab of this process to reconnect at once (it will reach a process that is
-    running, and catch up exactly): a stopping server otherwise drops its sockets without a
-    close frame, and browsers back off for seconds before they retry."""
-    tabs = list(open_tabs)
-    for tab in tabs:
-        try:
-            await tab.close(code=CLOSE_RECONNECT)
-        except Exception:  # a socket closing meanwhile
-            logger.debug("A tab's socket was already closing")
-    await asyncio.sleep(SHUTDOWN_FLUSH_SECONDS if tabs else 0)
-    return len(tabs)
-
-
-def close_tabs_on_shutdown() -> None:
-    """Under daphne, close every tab with the reconnect code when the server stops (SIGTERM,
-    a deploy). Registered before daphne's own shutdown step, which cancels the consumers."""
-    if "daphne.server" not in sys.modules or "twisted.internet.reactor" not in sys.modules:
-        return  # another server, or none (tests, management commands)
-    from twisted.internet import defer, reactor
-
-    def before_shutdown():
-        closing = asyncio.ensure_future(close_every_tab())
-        closing.add_done_callback(
-            lambda done: (
-                logger.info("Closed %d tab(s) for the restart", done.result())
-                if not done.cancelled() and done.exception() is None
-                else None
-            )
-        )
-        return defer.Deferred.fromFuture(closing)
-
-    # (The interface declares its methods without self, which mypy misreads.)
-    reactor.addSystemEventTrigger("before", "shutdown", before_shutdown)  # type: ignore[arg-type]
