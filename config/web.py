@@ -15,7 +15,7 @@ class RedactingAccessLog(access.AccessLogGenerator):
 
 
 def main() -> None:
-    cli.AccessLogGenerator = RedactingAccessLog  # type: ignore[misc]  # the name the CLI builds
+    cli.AccessLogGenerator = RedactingAccessLog  # the name the CLI builds its access log by
     cli.CommandLineInterface.entrypoint()
 
 

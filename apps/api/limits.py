@@ -67,6 +67,8 @@ class TokenRateThrottle(SimpleRateThrottle):
             if token is not None
             else f"ip:{self.get_ident(request)}"
         )
+        if self.num_requests is None or self.duration is None:
+            return True  # no rate set
         client = shared_sync_client()
         wait_ms = client.eval(
             _SLIDING_WINDOW, 1, f"{PREFIX}:rate:{ident}",

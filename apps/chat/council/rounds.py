@@ -102,7 +102,7 @@ def _round_robin(turn: Turn, order: list[Role]) -> Role | None:
 def _placeholder(turn: Turn, thread: Thread, session: Session, role: Role) -> Message:
     """The next auto-round reply, charged to whoever started the turn (ValidationError once
     their daily budget is used up)."""
-    author = turn.user_message.author if turn.user_message_id else None
+    author = turn.user_message.author if turn.user_message is not None else None
     budget_day = budget_reserve(session=session, person=author, replies=1)
     (seq,) = allocate_seqs(thread, 1)
     reply = reply_placeholder(
