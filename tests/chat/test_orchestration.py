@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import threading
-import time
 from datetime import timedelta
 
 import pytest
@@ -382,6 +382,28 @@ def test_a_reply_a_live_worker_holds_is_left_alone(alice, alice_thread, celery_w
     wait_settled([reply])
 
 
+@contextlib.contextmanager
+def redis_commands(client):
+    """The commands Redis runs meanwhile, from every client (MONITOR), as lists of words."""
+    seen: list[list[str]] = []
+    ready, stop = threading.Event(), threading.Event()
+
+    def watch() -> None:
+        with client.monitor() as monitor:
+            ready.set()
+            while not stop.is_set():
+                seen.append(monitor.next_command()["command"].split())
+
+    watcher = threading.Thread(target=watch, daemon=True)
+    watcher.start()
+    ready.wait(5)
+    try:
+        yield seen
+    finally:
+        stop.set()
+        client.ping()  # one more command, so the watcher wakes and ends
+
+
 def test_a_rerun_queued_while_its_earlier_run_still_holds_the_lease_runs_once_it_lets_go(
     alice, alice_thread, celery_worker, fast_demo
 ):
@@ -390,9 +412,12 @@ def test_a_rerun_queued_while_its_earlier_run_still_holds_the_lease_runs_once_it
     reply = stalled_reply(alice_thread, alice)
     Message.objects.filter(pk=reply.pk).update(status=MessageStatus.QUEUED, content=[])
     client = livestate.sync_client()
-    client.set(f"{livestate.PREFIX}:lease:{reply.pk}", "earlier-run", ex=30)
-    orchestration.dispatch([Message.objects.get(pk=reply.pk)])
-    time.sleep(0.5)
+    lease = f"{livestate.PREFIX}:lease:{reply.pk}"
+    client.set(lease, "earlier-run", ex=30)
+    with redis_commands(client) as commands:
+        orchestration.dispatch([Message.objects.get(pk=reply.pk)])
+        # The new task asked for the lease (and was refused): it is waiting, not running.
+        wait_until(lambda: any(c[:2] == ["SET", lease] and "NX" in c for c in commands))
     assert Message.objects.get(pk=reply.pk).status == MessageStatus.QUEUED
     client.delete(f"{livestate.PREFIX}:lease:{reply.pk}")
     (reply,) = wait_settled([reply])
