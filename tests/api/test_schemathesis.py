@@ -25,7 +25,7 @@ SCHEMATHESIS = Path(sys.executable).parent / "schemathesis"
 
 @pytest.mark.parametrize("scope", ["read", "post"])
 def test_schemathesis_finds_nothing(
-    scope, alice, alice_thread, asgi_server, fast_demo, monkeypatch
+    scope, alice, alice_thread, asgi_server, fast_demo, monkeypatch, tmp_path
 ):
     (throttle,) = api.throttle
     monkeypatch.setattr(throttle, "num_requests", 1_000_000)  # hundreds of calls a second
@@ -36,7 +36,7 @@ def test_schemathesis_finds_nothing(
          "--checks", "all", "--header", f"Authorization: Bearer {raw}",
          "--max-examples", "25", "--seed", "33", "--exclude-path-regex", "/events$",
          "--request-timeout", "20", "--generation-database", "none", "--no-color"],
-        capture_output=True, text=True, timeout=400,
+        capture_output=True, text=True, timeout=400, cwd=tmp_path,  # its caches go there
     )  # fmt: skip
     for thread in Thread.objects.filter(session__owner=alice):  # what it posted stops here
         thread_interrupt(thread=thread)
