@@ -62,8 +62,11 @@ class LiveReply:
     def unpublished(self) -> str:
         # Blanks at the end wait for the text after them: the stored reply ends without them,
         # so what the tabs and API streams are sent adds up to exactly what is stored.
-        end = len(self.text.rstrip())
-        return self.text[self.published : end] if end > self.published else ""
+        # (Scanned from the end: copying the whole text every tick would cost a long reply.)
+        end = len(self.text)
+        while end > self.published and self.text[end - 1].isspace():
+            end -= 1
+        return self.text[self.published : end]
 
     def add_part(self, event: ToolCall | ToolResult) -> None:
         if len(self.text) > self.text_in_parts:
