@@ -25,7 +25,7 @@ from apps.chat.models import (
     Turn,
     TurnStop,
 )
-from apps.chat.records.budgets import budget_reserve
+from apps.chat.records.budgets import budget_reserve, usage_total
 from apps.chat.records.messages import allocate_seqs, notice_create
 from apps.chat.records.replies import reply_placeholder, reply_retarget
 from apps.roles.models import Role
@@ -53,8 +53,7 @@ def rounds_cap(turn: Turn, order: list[Role]) -> int:
 
 def turn_tokens(replies: list[Message]) -> int:
     """Every token the turn's replies used: input (cached or not) and output."""
-    keys = ("input", "output", "cache_read", "cache_write")
-    return sum(int(reply.usage.get(key) or 0) for reply in replies for key in keys)
+    return sum(usage_total(reply.usage) for reply in replies)
 
 
 def _stop_reason(turn: Turn, session: Session, replies: list[Message]) -> tuple[str, str]:

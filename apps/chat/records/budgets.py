@@ -11,15 +11,17 @@ from django.db.models import F
 from django.utils import timezone
 
 from apps.chat.models import IN_FLIGHT, BudgetDay, Membership, Message, MessageStatus, Session
-from apps.providers.pricing import USAGE_KEYS
 
 # What a reply is expected to cost before any of the session's replies has settled.
 DEFAULT_REPLY_ESTIMATE = 2_000
 ESTIMATE_FROM = 20  # the session's latest settled replies the estimate averages
+TOKEN_KEYS = ("input", "output", "cache_read", "cache_write")
 
 
 def usage_total(usage: dict | None) -> int:
-    return sum(int(value) for key, value in (usage or {}).items() if key in USAGE_KEYS)
+    """Every token a run's usage counts: input (cached or not, cache writes) and output (the
+    one-hour cache writes are a part of the cache writes, not more)."""
+    return sum(int((usage or {}).get(key) or 0) for key in TOKEN_KEYS)
 
 
 def reply_estimate(session: Session) -> int:
@@ -54,8 +56,13 @@ def budget_standing(*, session: Session, person) -> tuple[int, int, int] | None:
     day = BudgetDay.objects.filter(session=session, user=person, day=timezone.localdate()).first()
     if day is None:
         return budget, 0, 0
+    return budget, day.spent, _reserved(day, session)
+
+
+def _reserved(day: BudgetDay, session: Session) -> int:
+    """What the day's replies still running are expected to cost."""
     running = day.replies.filter(status__in=IN_FLIGHT).count()
-    return budget, day.spent, running * reply_estimate(session) if running else 0
+    return running * reply_estimate(session) if running else 0
 
 
 def _refusal(budget: int, spent: int, reserved: int) -> ValidationError:
@@ -86,8 +93,7 @@ def budget_reserve(*, session: Session, person, replies: int) -> BudgetDay | Non
     # Take the row's lock (PostgreSQL's row lock, SQLite's writer lock) before reading it.
     BudgetDay.objects.filter(pk=day.pk).update(spent=F("spent"))
     day.refresh_from_db(fields=["spent"])
-    running = day.replies.filter(status__in=IN_FLIGHT).count()
-    reserved = running * reply_estimate(session) if running else 0
+    reserved = _reserved(day, session)
     if day.spent + reserved >= budget:
         raise _refusal(budget, day.spent, reserved)
     return day
