@@ -11,7 +11,8 @@ real websocket. For each fault, a few runs, printing:
 - text withdrawn: times the tab's bubble showed text that was not a prefix of the answer or
   shrank (must be 0); runs: replies that completed.
 
-Run: `make bench` (everything) or `python -m bench.chaos --runs 3`.
+Run: `make bench` (everything) or `python -m bench.chaos --runs 3`; `--busy 2` keeps the
+host busy with two CPU hogs meanwhile, as a shared server is.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ import uuid
 from collections import Counter
 from pathlib import Path
 
+from bench.busy import busy_host
 from bench.long_threads import configure
 
 WORDS = "".join(f"w{n} " for n in range(1, 501)).rstrip()
@@ -117,6 +119,8 @@ async def one_run(fault: str, owner, emulator) -> tuple[float, int, int, int, bo
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--busy", type=int, default=0, help="CPU hogs to run meanwhile")
+    parser.add_argument("--faults", default="worker,redis", help="worker, redis or both")
     args = parser.parse_args()
     configure(None)
     from django.contrib.auth import get_user_model
@@ -132,12 +136,16 @@ def main() -> None:
     try:
         role_pack_load("film-crew")
         owner = get_user_model().objects.create_user("chaos")
-        print(f"\nRecovery ({args.runs} runs each; 500 numbered words at 40 tokens/s):\n")
+        busy = f", {args.busy} CPU hogs running" if args.busy else ""
+        print(f"\nRecovery ({args.runs} runs each; 500 numbered words at 40 tokens/s{busy}):\n")
         print("| fault | to the next word p50 / max | words lost | repeated | text withdrawn "
               "| completed |")  # fmt: skip
         print("|---|---|---:|---:|---:|---:|")
-        for fault, label in (("worker", "worker SIGKILL"), ("redis", "Redis restart (empty)")):
-            runs = [asyncio.run(one_run(fault, owner, emulator)) for _ in range(args.runs)]
+        faults = {"worker": "worker SIGKILL", "redis": "Redis restart (empty)"}
+        for fault in args.faults.split(","):
+            label = faults[fault]
+            with busy_host(args.busy):
+                runs = [asyncio.run(one_run(fault, owner, emulator)) for _ in range(args.runs)]
             times = [run[0] for run in runs]
             print(
                 f"| {label} | {statistics.median(times):.1f} / {max(times):.1f} s "

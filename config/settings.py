@@ -218,7 +218,7 @@ PARLEY_API_STREAMS_PER_TOKEN = env_int("PARLEY_API_STREAMS_PER_TOKEN", 5, minimu
 PARLEY_API_STREAMS_PER_USER = env_int("PARLEY_API_STREAMS_PER_USER", 10, minimum=1)
 # Every worker looks for replies left behind (a dead worker, a lost task) when it starts and
 # then at this interval; 0 keeps only the look at start.
-PARLEY_RECOVERY_INTERVAL_SECONDS = env_int("PARLEY_RECOVERY_INTERVAL_SECONDS", 3, minimum=0)
+PARLEY_RECOVERY_INTERVAL_SECONDS = env_int("PARLEY_RECOVERY_INTERVAL_SECONDS", 1, minimum=0)
 # A reply taken over this many times (its worker died each time) ends as an error instead.
 PARLEY_MAX_REPLY_ATTEMPTS = env_int("PARLEY_MAX_REPLY_ATTEMPTS", 3, minimum=1)
 PARLEY_MAX_MESSAGE_CHARS = env_int("PARLEY_MAX_MESSAGE_CHARS", 100_000, minimum=100)

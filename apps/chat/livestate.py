@@ -21,10 +21,11 @@ AFTER_FINISH_TTL_SECONDS = 120  # snapshots taken during the final push still fi
 CANCEL_TTL_SECONDS = 3600
 # A streaming worker holds a lease on its reply and renews it while it runs; a reply whose
 # lease has lapsed belongs to a worker that died, and may be taken over.
-# The lease is the worker process's heartbeat: renewed every 2 s by a thread of its own (so a
-# busy event loop never lets it lapse), it lapses within 8 s of the process's death.
-LEASE_TTL_SECONDS = 8
-LEASE_RENEW_SECONDS = 2
+# The lease is the worker process's heartbeat: renewed every second by a thread of its own (so
+# a busy event loop never lets it lapse; four missed renewals would), it lapses within 5 s of
+# the process's death, and the other workers' next look (every second) takes the reply over.
+LEASE_TTL_SECONDS = 5
+LEASE_RENEW_SECONDS = 1
 
 
 def text_key(message_id: str) -> str:

@@ -27,11 +27,15 @@ from tests.topology import Child, FollowedTab, Topology, post
 pytestmark = pytest.mark.django_db(transaction=True)
 
 STREAMS = 50
-WORDS = "".join(f"w{n} " for n in range(1, 1201)).rstrip()  # ~30 s at 40 tokens a second
-# Deadlines that say a process stopped and a tab came back at all; the figures (targets: 5 s)
-# are printed, and belong to a benchmark.
+# A minute at 40 tokens a second: every reply is still streaming when the last process
+# restarts, even on a busy host where a worker takes many seconds to start.
+STREAM_SECONDS = 60
+WORDS = "".join(f"w{n} " for n in range(1, STREAM_SECONDS * 40 + 1)).rstrip()
+# Deadlines that say a process stopped, a tab came back and the replies ended at all; the
+# figures (targets: 5 s still, settled within 10 s of the stream's own end) are printed.
 MAX_STOP_SECONDS = 15.0
 MAX_STALL_SECONDS = 15.0
+MAX_SETTLE_LAG_SECONDS = 60.0
 
 
 @pytest.fixture
@@ -90,11 +94,15 @@ def test_a_rolling_restart_under_50_streams_stalls_no_tab_and_keeps_every_word(
     ]
     replies: dict[str, str] = {}  # thread id -> reply id
     stops: dict[str, float] = {}
+    settled_at: dict[str, float] = {}  # thread id -> when its tab showed the reply done
 
     def done_on(thread_id: str):
         def done(tab) -> bool:
             reply = replies.get(thread_id)
-            return reply is not None and tab.status(reply) == "done"
+            if reply is None or tab.status(reply) != "done":
+                return False
+            settled_at.setdefault(thread_id, time.monotonic())
+            return True
 
         return done
 
@@ -115,7 +123,11 @@ def test_a_rolling_restart_under_50_streams_stalls_no_tab_and_keeps_every_word(
     def start_web_again(old: Child) -> Child:
         return topology.start_web(old.name, port=old.port)
 
+    posted_at = 0.0
+
     async def scenario() -> None:
+        nonlocal posted_at
+        posted_at = time.monotonic()
         following = [asyncio.ensure_future(tab.follow(done_on(tab.thread_id))) for tab in tabs]
         await asyncio.gather(*(post(tabs[n].web, ids[n], cookie, "@assistant count for me")
                                for n in range(STREAMS)))  # fmt: skip
@@ -125,14 +137,17 @@ def test_a_rolling_restart_under_50_streams_stalls_no_tab_and_keeps_every_word(
         await restart("worker-a", workers, start_worker_again)
         await restart("web-b", webs, start_web_again)
         await restart("worker-b", workers, start_worker_again)
-        await asyncio.wait_for(asyncio.gather(*following), 120)
+        await asyncio.wait_for(asyncio.gather(*following), STREAM_SECONDS + 120)
 
     asyncio.run(scenario())
     logs = topology.logs()
-    stalls = [max(tab.longest_stall.values(), default=0.0) for tab in tabs]
-    print(f"stops: {stops}; longest stall {max(stalls):.2f} s; "
+    stalls = sorted(max(tab.longest_stall.values(), default=0.0) for tab in tabs)
+    settle_lag = max(settled_at.values()) - posted_at - STREAM_SECONDS
+    print(f"stops: {stops}; tab still p50 {stalls[len(stalls) // 2]:.2f} s, "
+          f"max {stalls[-1]:.2f} s; last settled {settle_lag:.1f} s after the stream's end; "
           f"closes {sum(len(tab.closes) for tab in tabs)}")  # fmt: skip
     assert all(took < MAX_STOP_SECONDS for took in stops.values()), (stops, logs)
+    assert settle_lag < MAX_SETTLE_LAG_SECONDS, logs
     for tab in tabs:
         reply = Message.objects.get(public_id=replies[tab.thread_id])
         assert (reply.status, reply.text) == (MessageStatus.DONE, WORDS), logs
