@@ -28,7 +28,7 @@ browser:
 		{ echo "Could not install chromium: run 'apt-get install chromium fonts-noto-color-emoji' as root."; exit 1; }; \
 	fi
 
-# Style, the import contracts (rooms and the direction of calls, no cycles: see
+# Style, the import contracts (layers and the direction of calls, no cycles: see
 # docs/architecture.md), types, and migrations in step with the models.
 lint: setup
 	$(VENV)/bin/ruff check .

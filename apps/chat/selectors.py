@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -292,3 +293,22 @@ def round_state(*, thread: Thread) -> RoundState | None:
         next_handle=waiting[0] if waiting else "",
         mentions_only=turn.mentions_only,
     )
+
+
+def message_block_text(message: Message) -> str:
+    """A message as the transcript shows it to models: its text, with its tool calls and
+    results inline as labelled text — the same for every role and every provider, so a thread
+    that moves to another provider keeps its tool history and the roles share the cache."""
+    pieces = []
+    for part in message.content:
+        kind = part.get("type")
+        if kind == "text" and part.get("text"):
+            pieces.append(part["text"])
+        elif kind == "tool_call":
+            arguments = json.dumps(part.get("arguments") or {}, ensure_ascii=False)
+            pieces.append(f"(called {part.get('name')} {arguments})")
+        elif kind == "tool_result":  # what the model was sent (a trimmed result's short form)
+            label = "tool error" if part.get("is_error") else "tool result"
+            name = f" of {part['name']}" if part.get("name") else ""
+            pieces.append(f"({label}{name}: {part.get('sent') or part.get('content', '')})")
+    return "\n".join(pieces).strip()

@@ -51,25 +51,6 @@ RESUME_PROMPT = (
     "stopped, without repeating anything and without any preamble."
 )
 
-# Generous defaults: a tiny max_tokens is the commonest cause of truncated replies.
-DEFAULT_MAX_TOKENS = (
-    ("claude-opus", 16000),
-    ("claude-sonnet", 16000),
-    ("claude-haiku", 8192),
-    ("claude", 8192),
-    ("gpt-4.1", 16000),
-    ("gpt-4o", 8192),
-    ("gemini-2.5", 16000),
-    ("gemini", 8192),
-)
-
-
-def default_max_tokens(model: str) -> int:
-    for prefix, tokens in DEFAULT_MAX_TOKENS:
-        if model.startswith(prefix):
-            return tokens
-    return 4096
-
 
 def backoff_seconds(error: ProviderError, attempt: int) -> float:
     """Honour retry-after; otherwise exponential backoff with jitter."""

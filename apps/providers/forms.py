@@ -1,35 +1,57 @@
+"""The credential form, derived from the providers' descriptions: their settings become
+fields, and CSS generated from the descriptions shows each field only for its providers (it
+works before any script runs)."""
+
+from __future__ import annotations
+
 from django import forms
 
-from apps.providers.models import AuthStyle, ProviderKind
+from apps.providers.description import Setting
+from apps.providers.models import AuthStyle
+from apps.providers.registry import DESCRIPTIONS, provider_choices
+
+
+def provider_settings() -> dict[str, Setting]:
+    """Every provider's settings by name (a name two providers share is one field)."""
+    found: dict[str, Setting] = {}
+    for description in DESCRIPTIONS:
+        for setting in description.settings:
+            found.setdefault(setting.name, setting)
+    return found
+
+
+def visibility_css() -> str:
+    """For each provider, the rules that show its fields and hide the ones it has no use for."""
+    rules = []
+    for d in DESCRIPTIONS:
+        chosen = f'.credential-form:has(#id_provider option[value="{d.kind}"]:checked)'
+        shown = [f".field-{s.name}" for s in d.settings] + [f".hint-{d.kind}"]
+        rules.append(f"{chosen} :is({', '.join(shown)}) {{ display: grid; }}")
+        hidden = []
+        if len(d.auth_styles) == 1:
+            hidden += [".field-auth_style", ".field-auth_header"]
+        if d.base_url == "none":
+            hidden.append(".field-base_url")
+        if not d.takes_key:
+            hidden.append(".field-api_key")
+        if hidden:
+            rules.append(f"{chosen} :is({', '.join(hidden)}) {{ display: none; }}")
+    return "\n".join(rules)
 
 
 class CredentialForm(forms.Form):
-    """The page shows only the fields of the chosen provider and way of sending the key (CSS
-    on the form's own selects, so it works before any script runs)."""
-
     name = forms.CharField(max_length=80, label="Name")
-    provider = forms.ChoiceField(choices=ProviderKind.choices, label="Provider")
+    provider = forms.ChoiceField(choices=provider_choices, label="Provider")
     base_url = forms.URLField(
         required=False,
         label="Base URL",
         assume_scheme="https",
-        help_text="Only for OpenAI-compatible servers (e.g. http://localhost:11434/v1), gateways "
-        "or proxies. For Azure OpenAI: the resource's endpoint, "
-        "e.g. https://my-resource.openai.azure.com.",
-    )
-    azure_deployment = forms.CharField(
-        required=False, max_length=120, label="Deployment", help_text="The model deployment's name."
-    )
-    azure_api_version = forms.CharField(
-        required=False,
-        max_length=32,
-        label="API version",
-        help_text="Leave empty for the newest generally available version.",
+        help_text="Where to send the requests: a server of your own, a gateway or a proxy.",
     )
     auth_style = forms.TypedChoiceField(
         choices=AuthStyle.choices,
         required=False,
-        empty_value=AuthStyle.API_KEY,  # a form without the field keeps the provider's own key
+        empty_value="",  # a form without the field: the provider's own way
         initial=AuthStyle.API_KEY,
         label="Send the key as",
     )
@@ -44,5 +66,26 @@ class CredentialForm(forms.Form):
         label="API key or token",
         strip=True,
         widget=forms.PasswordInput(render_value=False, attrs={"autocomplete": "off"}),
-        help_text="Stored encrypted and never shown again. Leave empty to keep the saved key.",
+        help_text="Stored encrypted and never shown again. Leave empty to keep the saved key "
+        "(or if your server needs none).",
     )
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        for name, setting in provider_settings().items():
+            self.fields[name] = forms.CharField(
+                required=False, max_length=setting.max_length, label=setting.label,
+                help_text=setting.help,
+            )  # fmt: skip
+        # The provider's settings sit right after the base URL.
+        order = ["name", "provider", "base_url", *provider_settings(), "auth_style"]
+        self.order_fields(order)
+
+    @property
+    def hints(self) -> list[tuple[str, str]]:
+        """Each provider's sentence about its base URL, shown when it is chosen."""
+        return [(d.kind, d.base_url_hint) for d in DESCRIPTIONS if d.base_url_hint]
+
+    @property
+    def setting_names(self) -> list[str]:
+        return list(provider_settings())

@@ -4,30 +4,15 @@ from django.conf import settings
 from django.db import models
 
 from apps.providers import crypto
+from apps.providers.description import Reads
+from apps.providers.registry import describe, provider_choices
 from apps.providers.types import Auth
-
-
-class ProviderKind(models.TextChoices):
-    ANTHROPIC = "anthropic", "Anthropic"
-    OPENAI = "openai", "OpenAI"
-    OPENAI_COMPATIBLE = "openai_compatible", "OpenAI-compatible server (Ollama, vLLM, LM Studio…)"
-    AZURE_OPENAI = "azure_openai", "Azure OpenAI"
-    GEMINI = "gemini", "Google Gemini"
-    DEMO = "demo", "Demo (no network)"
 
 
 class AuthStyle(models.TextChoices):
     API_KEY = "api_key", "API key"
     BEARER = "bearer", "Bearer token (a gateway in front of the provider)"
     HEADER = "header", "Custom header (a gateway's own header)"
-
-
-# Which providers take which way of presenting the secret (Gemini and Azure: their own key).
-AUTH_STYLES_BY_PROVIDER = {
-    ProviderKind.ANTHROPIC: {AuthStyle.API_KEY, AuthStyle.BEARER, AuthStyle.HEADER},
-    ProviderKind.OPENAI: {AuthStyle.API_KEY, AuthStyle.BEARER, AuthStyle.HEADER},
-    ProviderKind.OPENAI_COMPATIBLE: {AuthStyle.API_KEY, AuthStyle.BEARER, AuthStyle.HEADER},
-}
 
 
 class Credential(models.Model):
@@ -38,7 +23,7 @@ class Credential(models.Model):
         settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="credentials"
     )
     name = models.CharField(max_length=80)
-    provider = models.CharField(max_length=32, choices=ProviderKind.choices)
+    provider = models.CharField(max_length=32, choices=provider_choices)
     base_url = models.URLField(
         blank=True, help_text="Needed for OpenAI-compatible servers; the endpoint for Azure."
     )
@@ -48,8 +33,9 @@ class Credential(models.Model):
     auth_header = models.CharField(
         "header name", max_length=80, blank=True, help_text="For a custom header."
     )
-    azure_deployment = models.CharField("deployment", max_length=120, blank=True)
-    azure_api_version = models.CharField("API version", max_length=32, blank=True)
+    # The provider's own settings besides the key (its description's `settings`): an Azure
+    # deployment and API version, OpenRouter's app URL and name. Not secret.
+    options = models.JSONField(default=dict, blank=True)
     api_key_encrypted = models.TextField(blank=True, editable=False)
     key_last4 = models.CharField(max_length=4, blank=True, editable=False)
     created_at = models.DateTimeField(auto_now_add=True)
@@ -73,8 +59,9 @@ class Credential(models.Model):
         return Auth(
             style=self.auth_style,  # type: ignore[arg-type]
             header=self.auth_header,
-            deployment=self.azure_deployment,
-            api_version=self.azure_api_version,
+            deployment=self.options.get("azure_deployment", ""),
+            api_version=self.options.get("azure_api_version", ""),
+            headers=describe(self.provider).headers(self.options),
         )
 
     def api_key(self) -> str:
@@ -87,7 +74,7 @@ class ModelPrice(models.Model):
     whose names start with it ("claude-sonnet-5" covers "claude-sonnet-5-20260301"); the
     longest match wins."""
 
-    provider = models.CharField(max_length=32, choices=ProviderKind.choices)
+    provider = models.CharField(max_length=32, choices=provider_choices)
     model = models.CharField(max_length=120)
     input_per_mtok = models.DecimalField("input $/MTok", max_digits=10, decimal_places=4)
     output_per_mtok = models.DecimalField("output $/MTok", max_digits=10, decimal_places=4)
@@ -107,3 +94,29 @@ class ModelPrice(models.Model):
 
     def __str__(self) -> str:
         return f"{self.model} ({self.get_provider_display()})"
+
+
+class ModelReads(models.Model):
+    """What a model reads besides text, set by the admin where its provider's description
+    guesses wrong (a local vision model, a new release). `model` also covers the models whose
+    names start with it; the longest match wins over the description."""
+
+    provider = models.CharField(max_length=32, choices=provider_choices)
+    model = models.CharField(max_length=120)
+    images = models.BooleanField(default=False)
+    pdfs = models.BooleanField("PDFs", default=False)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["provider", "model"]
+        verbose_name = "what a model reads"
+        verbose_name_plural = "what models read"
+        constraints = [
+            models.UniqueConstraint(fields=["provider", "model"], name="one_reads_per_model")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.model} ({self.get_provider_display()}): {self.reads().describe()}"
+
+    def reads(self) -> Reads:
+        return Reads(images=self.images, pdfs=self.pdfs)

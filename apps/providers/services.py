@@ -12,26 +12,21 @@ from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
 
 from apps.providers import crypto
-from apps.providers.adapters.openai import AZURE_API_VERSION
-from apps.providers.models import AUTH_STYLES_BY_PROVIDER, AuthStyle, Credential, ProviderKind
-from apps.providers.registry import get_adapter
+from apps.providers.description import ProviderDescription
+from apps.providers.models import AuthStyle, Credential
+from apps.providers.registry import describe, get_adapter
 from apps.providers.types import ProviderError
 
 logger = logging.getLogger(__name__)
 MODELS_CACHE_SECONDS = 600
-NEEDS_KEY = {
-    ProviderKind.ANTHROPIC, ProviderKind.OPENAI, ProviderKind.GEMINI, ProviderKind.AZURE_OPENAI
-}  # fmt: skip
 HEADER_NAME = re.compile(r"^[A-Za-z0-9!#$%&'*+.^_`|~-]{1,80}$")  # an HTTP token
 HEADERS_NOT_FOR_KEYS = {"host", "content-type", "content-length", "accept", "user-agent"}
 
 
-def _checked_auth(
-    provider: str, base_url: str, style: str, header: str, deployment: str, api_version: str
-) -> None:
-    allowed = AUTH_STYLES_BY_PROVIDER.get(provider, {AuthStyle.API_KEY})  # type: ignore[call-overload]
-    if style not in allowed:
-        names = ", ".join(AuthStyle(choice).label.split(" (")[0].lower() for choice in allowed)
+def _checked_auth(description: ProviderDescription, style: str, header: str) -> None:
+    if style not in description.auth_styles:
+        names = ", ".join(AuthStyle(choice).label.split(" (")[0].lower()
+                          for choice in description.auth_styles)  # fmt: skip
         raise ValidationError({"auth_style": f"This provider takes: {names}."})
     if style == AuthStyle.HEADER and (
         not HEADER_NAME.match(header) or header.lower() in HEADERS_NOT_FOR_KEYS
@@ -39,18 +34,46 @@ def _checked_auth(
         raise ValidationError(
             {"auth_header": "Give the header's name, e.g. X-Api-Key (letters, digits and -)."}
         )
-    if provider == ProviderKind.AZURE_OPENAI:
-        if not base_url:
-            raise ValidationError(
-                {"base_url": "Azure OpenAI needs the resource's endpoint, e.g. "
-                             "https://my-resource.openai.azure.com."}
-            )  # fmt: skip
-        if not deployment:
-            raise ValidationError({"azure_deployment": "Name the model deployment to use."})
-        if api_version and not re.fullmatch(r"\d{4}-\d{2}-\d{2}(-preview)?", api_version):
-            raise ValidationError(
-                {"azure_api_version": "An API version looks like 2024-10-21 or 2025-04-01-preview."}
-            )
+
+
+def _checked_base_url(description: ProviderDescription, base_url: str) -> str:
+    if description.base_url == "none":
+        return ""
+    if not base_url and description.base_url == "required":
+        raise ValidationError(
+            {"base_url": f"{description.label} needs its base URL. {description.base_url_hint}"}
+        )
+    return base_url or description.default_base_url
+
+
+def _checked_settings(description: ProviderDescription, given: dict[str, str]) -> dict[str, str]:
+    """The provider's settings from `given` (defaults filled in); others are dropped."""
+    options, problems = {}, {}
+    for setting in description.settings:
+        value = str(given.get(setting.name) or "").strip() or setting.default
+        problem = setting.check(value)
+        if problem:
+            problems[setting.name] = problem
+        elif value:
+            options[setting.name] = value
+    if problems:
+        raise ValidationError(problems)
+    return options
+
+
+def credential_checked(
+    *, provider: str, base_url: str, auth_style: str, auth_header: str, settings: dict[str, str]
+) -> tuple[ProviderDescription, str, str, dict[str, str]]:
+    """A credential's provider-specific parts, checked against the provider's description:
+    (the description, the base URL to store, the way the key is sent, the settings to store)."""
+    try:
+        description = describe(provider)
+    except LookupError:
+        raise ValidationError({"provider": f"Unknown provider {provider!r}."}) from None
+    auth_style = auth_style or description.auth_styles[0]
+    _checked_auth(description, auth_style, auth_header)
+    base_url = _checked_base_url(description, base_url)
+    return description, base_url, auth_style, _checked_settings(description, settings)
 
 
 def credential_save(
@@ -63,36 +86,27 @@ def credential_save(
     credential: Credential | None = None,
     auth_style: str = AuthStyle.API_KEY,
     auth_header: str = "",
-    azure_deployment: str = "",
-    azure_api_version: str = "",
+    **settings: str,
 ) -> Credential:
-    """Create or update a credential; `api_key=None` on update keeps the stored key."""
+    """Create or update a credential; `api_key=None` on update keeps the stored key.
+    `settings` are the provider's own (its description's), e.g. `azure_deployment`."""
     name, base_url = name.strip(), base_url.strip().rstrip("/")
-    auth_header, azure_deployment = auth_header.strip(), azure_deployment.strip()
-    azure_api_version = azure_api_version.strip()
+    auth_header = auth_header.strip()
     api_key = api_key.strip() if api_key is not None else None
     if not name:
         raise ValidationError({"name": "Give the credential a name."})
-    if provider not in ProviderKind.values:
-        raise ValidationError({"provider": f"Unknown provider {provider!r}."})
-    if provider == ProviderKind.OPENAI_COMPATIBLE and not base_url:
-        raise ValidationError(
-            {"base_url": "An OpenAI-compatible server needs its base URL, e.g. "
-                         "http://localhost:11434/v1 for Ollama."}
-        )  # fmt: skip
-    _checked_auth(provider, base_url, auth_style, auth_header, azure_deployment, azure_api_version)
-    if provider == ProviderKind.AZURE_OPENAI and not azure_api_version:
-        azure_api_version = AZURE_API_VERSION
+    description, base_url, auth_style, options = credential_checked(
+        provider=provider, base_url=base_url, auth_style=auth_style, auth_header=auth_header,
+        settings=settings,
+    )  # fmt: skip
     has_key = bool(api_key) or bool(credential and credential.api_key_encrypted and api_key is None)
-    if (provider in NEEDS_KEY or auth_style != AuthStyle.API_KEY) and not has_key:
+    if (description.needs_key or auth_style != AuthStyle.API_KEY) and not has_key:
         raise ValidationError({"api_key": "This provider needs an API key."})
     credential = credential or Credential(owner=owner)
     credential.name, credential.provider, credential.base_url = name, provider, base_url
     credential.auth_style = auth_style
     credential.auth_header = auth_header if auth_style == AuthStyle.HEADER else ""
-    is_azure = provider == ProviderKind.AZURE_OPENAI
-    credential.azure_deployment = azure_deployment if is_azure else ""
-    credential.azure_api_version = azure_api_version if is_azure else ""
+    credential.options = options
     if api_key is not None:
         credential.api_key_encrypted = crypto.encrypt(api_key) if api_key else ""
         credential.key_last4 = api_key[-4:] if api_key else ""

@@ -47,6 +47,8 @@ class Auth:
     header: str = ""  # the custom header's name, for style "header"
     deployment: str = ""  # Azure OpenAI only
     api_version: str = ""  # Azure OpenAI only
+    # Headers a credential's settings add to every request (OpenRouter's app title); not secret.
+    headers: tuple[tuple[str, str], ...] = ()
 
 
 NO_AUTH = Auth()

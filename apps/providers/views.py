@@ -10,7 +10,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from apps.providers import services
-from apps.providers.forms import CredentialForm
+from apps.providers.forms import CredentialForm, provider_settings, visibility_css
 from apps.providers.registry import get_adapter
 from apps.providers.selectors import credentials_for_user
 
@@ -28,14 +28,18 @@ def credential_edit(request, credential=None):
     instance = None
     if credential is not None:
         instance = get_object_or_404(credentials_for_user(user=request.user), public_id=credential)
-    initial = {field: getattr(instance, field) for field in EDITABLE} if instance else {}
+    initial = (
+        {**{field: getattr(instance, field) for field in EDITABLE}, **instance.options}
+        if instance
+        else {}
+    )
     form = CredentialForm(request.POST or None, initial=initial)
     if request.method == "POST" and form.is_valid():
         data = form.cleaned_data
         try:
             services.credential_save(
                 owner=request.user,
-                **{field: data[field] for field in EDITABLE},
+                **{field: data[field] for field in [*EDITABLE, *provider_settings()]},
                 # Editing with an empty key keeps the saved one.
                 api_key=data["api_key"] or (None if instance else ""),
                 credential=instance,
@@ -45,7 +49,11 @@ def credential_edit(request, credential=None):
                 form.add_error(field if field in form.fields else None, errors)
         else:
             return redirect("providers:credential_list")
-    return render(request, "providers/credential_form.html", {"form": form, "credential": instance})
+    return render(
+        request,
+        "providers/credential_form.html",
+        {"form": form, "credential": instance, "visibility_css": visibility_css()},
+    )
 
 
 @require_POST

@@ -7,9 +7,9 @@ from dataclasses import replace
 
 import pytest
 
-from apps.providers.calls import converse, default_max_tokens
+from apps.providers.calls import converse
 from apps.providers.emulator import Script
-from apps.providers.registry import get_adapter
+from apps.providers.registry import describe, get_adapter
 from apps.providers.types import ProviderError, Stop, TextDelta, ToolCall, ToolResult, Usage
 from tests.providers.test_adapters import PROVIDERS, WEATHER, base_url, request
 
@@ -187,5 +187,5 @@ async def test_a_big_tool_result_is_trimmed_for_the_model_and_kept_whole(emulato
 
 
 def test_default_max_tokens_is_never_tiny():
-    assert default_max_tokens("claude-sonnet-5") >= 8192
-    assert default_max_tokens("some-local-model") == 4096
+    assert describe("anthropic").max_tokens_for("claude-sonnet-5") >= 8192
+    assert describe("openai_compatible").max_tokens_for("some-local-model") == 4096

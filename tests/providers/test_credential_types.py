@@ -106,7 +106,7 @@ def test_azure_openai_addresses_the_deployment_with_its_api_version_and_key(alic
     credential = posted_form(
         alice, provider="azure_openai", base_url=emulator.url, azure_deployment="gpt-4o-prod"
     )
-    assert credential.azure_api_version == "2024-10-21"  # the default, saved with it
+    assert credential.options["azure_api_version"] == "2024-10-21"  # the default, saved with it
     check = credential_test(credential=credential)
     assert check.ok and check.models == ["gpt-4o-prod"], check.message
     listed = emulator.listings[-1]
@@ -136,7 +136,9 @@ def test_a_reply_streams_from_an_azure_deployment_and_a_missing_one_says_so(
     )
     assert key_headers(sent) == {"api-key": KEY}
 
-    Credential.objects.filter(pk=credential.pk).update(azure_deployment="gone")
+    Credential.objects.filter(pk=credential.pk).update(
+        options={**credential.options, "azure_deployment": "gone"}
+    )
     reply = wait_for_reply(message_post(thread=alice_thread, author=alice, text="Again").replies[0])
     assert reply.status == "error"
     assert "deployment for this resource does not exist" in reply.error
@@ -225,5 +227,5 @@ def test_the_form_keeps_the_azure_fields_and_a_switch_clears_what_no_longer_appl
          "azure_deployment": "gpt-4o-prod"},
     )  # fmt: skip
     credential.refresh_from_db()
-    assert (credential.azure_deployment, credential.azure_api_version) == ("", "")
+    assert credential.options == {}  # the Azure settings went with the switch
     assert credential.auth_header == "X-Gateway-Key" and credential.api_key() == KEY

@@ -1,6 +1,7 @@
 import asyncio
 
-from apps.providers.adapters.demo import DemoAdapter, demo_reply_text, tokenize
+from apps.providers.adapters.demo import demo_reply_text, tokenize
+from apps.providers.registry import get_adapter
 from apps.providers.types import ChatMessage, ChatRequest, Stop, TextDelta, Usage
 
 
@@ -32,7 +33,7 @@ def test_the_demo_streams_deltas_then_usage_then_stop(settings):
     settings.PARLEY_DEMO_TOKENS_PER_SECOND = 10_000
 
     async def collect():
-        return [event async for event in DemoAdapter().stream(_request("hi"))]
+        return [event async for event in get_adapter("demo").stream(_request("hi"))]
 
     events = asyncio.run(collect())
     deltas = [event.text for event in events if isinstance(event, TextDelta)]

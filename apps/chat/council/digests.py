@@ -13,8 +13,7 @@ from django.db import IntegrityError, transaction
 from django.db.models import Q
 
 from apps.chat.access import visible_to
-from apps.chat.council.requests import message_block_text
-from apps.chat.council.summaries import SUMMARY_MODELS, written_text
+from apps.chat.council.summaries import written_text
 from apps.chat.display import events
 from apps.chat.models import (
     USER_SPEAKER,
@@ -26,7 +25,8 @@ from apps.chat.models import (
     person_name,
 )
 from apps.chat.records.text import storable
-from apps.providers.registry import get_adapter
+from apps.chat.selectors import message_block_text
+from apps.providers.registry import describe, get_adapter
 from apps.providers.types import (
     NO_AUTH,
     ChatMessage,
@@ -135,7 +135,9 @@ def digest_make(*, digest_id: int) -> Digest | None:
         return None
     credential = digest.thread.session.credential
     adapter = get_adapter(credential.provider if credential else "demo")
-    model = SUMMARY_MODELS.get(adapter.kind) or digest.thread.session.model or adapter.default_model
+    model = (
+        describe(adapter.kind).cheap_model or digest.thread.session.model or adapter.default_model
+    )
     api_key, base_url = (credential.api_key(), credential.base_url) if credential else ("", "")
     auth = credential.auth() if credential else NO_AUTH
     request = digest_request(digest, model=model)

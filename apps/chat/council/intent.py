@@ -14,7 +14,8 @@ import re
 from dataclasses import replace
 
 from apps.chat import livestate
-from apps.chat.council.summaries import SUMMARY_MODELS, written_text
+from apps.chat.council.summaries import written_text
+from apps.providers.registry import describe
 from apps.providers.tools_first import with_instruction
 from apps.providers.types import NO_AUTH, Auth, ChatMessage, ChatRequest, ProviderError
 
@@ -111,7 +112,7 @@ async def intent_from_model(
     key = f"{livestate.PREFIX}:intent:{turn_id}"
     if await redis.set(f"{key}:asked", "1", nx=True, ex=3600):
         request = ChatRequest(
-            model=SUMMARY_MODELS.get(adapter.kind, ""),
+            model=describe(adapter.kind).cheap_model,
             system=(),
             messages=(
                 ChatMessage(

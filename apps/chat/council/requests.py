@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, replace
 
 from django.contrib.auth import get_user_model
@@ -21,8 +20,8 @@ from apps.chat.council.prompting import (
 from apps.chat.council.tools import ToolContext, session_tool_definitions
 from apps.chat.models import Message, Stage, ToolMode, Turn, person_name, reply_words
 from apps.chat.records.context import thread_context
-from apps.chat.selectors import speaker_names, transcript_messages
-from apps.providers.calls import default_max_tokens
+from apps.chat.selectors import message_block_text, speaker_names, transcript_messages
+from apps.providers.registry import describe
 from apps.providers.types import ChatRequest
 from apps.roles.models import Role
 
@@ -52,25 +51,6 @@ def session_roster(session) -> list[Role]:
 
 def roster_by_handle(session) -> dict[str, Role]:
     return {role.handle: role for role in session_roster(session)}
-
-
-def message_block_text(message: Message) -> str:
-    """A message as the transcript shows it to models: its text, with its tool calls and
-    results inline as labelled text — the same for every role and every provider, so a thread
-    that moves to another provider keeps its tool history and the roles share the cache."""
-    pieces = []
-    for part in message.content:
-        kind = part.get("type")
-        if kind == "text" and part.get("text"):
-            pieces.append(part["text"])
-        elif kind == "tool_call":
-            arguments = json.dumps(part.get("arguments") or {}, ensure_ascii=False)
-            pieces.append(f"(called {part.get('name')} {arguments})")
-        elif kind == "tool_result":  # what the model was sent (a trimmed result's short form)
-            label = "tool error" if part.get("is_error") else "tool result"
-            name = f" of {part['name']}" if part.get("name") else ""
-            pieces.append(f"({label}{name}: {part.get('sent') or part.get('content', '')})")
-    return "\n".join(pieces).strip()
 
 
 def reply_history(*, message: Message) -> list[Message]:
@@ -175,7 +155,7 @@ def request_for_reply(
         cue=cue,
         group_rules=session.group_rules,
         output_rules=speaker.output_rules,
-        max_tokens=default_max_tokens(message.model),
+        max_tokens=describe(message.provider).max_tokens_for(message.model),
     )
     if speaker.output_rules.strip():  # a rule the cheap model picks later says theirs win
         request = replace(request, metadata={**request.metadata, "role_rules": True})

@@ -22,6 +22,7 @@ from apps.chat.council.prompting import TranscriptEntry, entry_block, estimate_t
 from apps.chat.models import ThreadSummary
 from apps.chat.records.text import storable
 from apps.providers.calls import converse
+from apps.providers.registry import describe
 from apps.providers.types import (
     NO_AUTH,
     Auth,
@@ -35,13 +36,6 @@ from apps.providers.types import (
 
 logger = logging.getLogger(__name__)
 
-# A fast, inexpensive model per provider; OpenAI-compatible servers reuse the reply's model.
-SUMMARY_MODELS = {
-    "anthropic": "claude-haiku-4-5",
-    "openai": "gpt-4.1-mini",
-    "gemini": "gemini-2.5-flash",
-    "demo": "demo-1",
-}
 SUMMARY_RULES = (
     "You write the running summary of a group chat between a person and several AI roles. "
     "Keep every decision, open question, fact, name and number, and who said what. Write "
@@ -177,7 +171,8 @@ async def ensure_summary(
             break
         await asyncio.sleep(0.25)
     try:
-        summary_model = SUMMARY_MODELS.get(adapter.kind, model)
+        # The provider's fast, inexpensive model; a server of one's own reuses the reply's.
+        summary_model = describe(adapter.kind).cheap_model or model
         try:
             text, usage = await written_text(
                 adapter, summary_request(plan, model=summary_model),

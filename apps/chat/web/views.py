@@ -24,6 +24,7 @@ from apps.chat.display.bubbles import (
     thread_status_context,
     thread_usage_context,
 )
+from apps.chat.display.exports import export_html, export_json, export_markdown
 from apps.chat.display.rooms import digest_context
 from apps.chat.models import Session
 from apps.chat.reading import with_unread_sessions
@@ -42,7 +43,6 @@ from apps.chat.selectors import (
     transcript_page_around,
 )
 from apps.chat.usage import session_and_thread_usage, threads_figures
-from apps.chat.web.exports import export_html, export_json, export_markdown
 from apps.chat.web.forms import (
     MessageForm,
     SessionCreateForm,

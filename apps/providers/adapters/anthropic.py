@@ -8,6 +8,7 @@ import anthropic
 
 from apps.providers.adapters.clients import client_key, client_scope
 from apps.providers.adapters.translate import to_anthropic
+from apps.providers.description import DescribedAdapter, ProviderDescription, Reads
 from apps.providers.types import (
     NO_AUTH,
     RETRYABLE_STATUSES,
@@ -43,12 +44,13 @@ def _client(
 ) -> anthropic.AsyncAnthropic:
     # Retries are ours (calls.py): only before any text was shown, honouring retry-after.
     options: dict = {"base_url": base_url or None, "max_retries": 0, "timeout": timeout}
+    if auth.headers:
+        options["default_headers"] = dict(auth.headers)
     if auth.style == "bearer":  # a gateway in front of the API: Authorization: Bearer …
         return anthropic.AsyncAnthropic(auth_token=api_key or "missing", **options)
     if auth.style == "header":  # the gateway's own header, and no x-api-key beside it
-        return anthropic.AsyncAnthropic(
-            api_key=None, default_headers=_only_header(auth.header, api_key), **options
-        )  # fmt: skip
+        headers = {**options.pop("default_headers", {}), **_only_header(auth.header, api_key)}
+        return anthropic.AsyncAnthropic(api_key=None, default_headers=headers, **options)
     return anthropic.AsyncAnthropic(api_key=api_key or "missing", **options)
 
 
@@ -84,12 +86,28 @@ def _error(exc: Exception) -> ProviderError:
     raise exc
 
 
-class AnthropicAdapter:
-    kind = "anthropic"
-    label = "Anthropic"
-    default_model = "claude-sonnet-5"
-    fallback_models: tuple[str, ...] = ("claude-opus-5", "claude-sonnet-5", "claude-haiku-4-5")
+DESCRIPTION = ProviderDescription(
+    kind="anthropic",
+    label="Anthropic",
+    wire="anthropic",
+    error_label="Anthropic",
+    base_url_hint="Leave empty for Anthropic's API; a gateway or proxy's URL otherwise.",
+    auth_styles=("api_key", "bearer", "header"),
+    default_model="claude-sonnet-5",
+    fallback_models=("claude-opus-5", "claude-sonnet-5", "claude-haiku-4-5"),
+    cheap_model="claude-haiku-4-5",
+    model_names="claude-<family>-<version>, e.g. claude-sonnet-5",
+    reads=Reads(images=True, pdfs=True),
+    max_tokens_by_model=(
+        ("claude-opus", 16000),
+        ("claude-sonnet", 16000),
+        ("claude-haiku", 8192),
+        ("claude", 8192),
+    ),
+)
 
+
+class AnthropicAdapter(DescribedAdapter):
     async def stream(
         self, request: ChatRequest, *, api_key: str = "", base_url: str = "", auth: Auth = NO_AUTH
     ) -> AsyncIterator[StreamEvent]:

@@ -14,6 +14,7 @@ from dataclasses import replace
 
 from django.conf import settings
 
+from apps.providers.description import DescribedAdapter, ProviderDescription
 from apps.providers.types import NO_AUTH, Auth, ChatRequest, Stop, StreamEvent, TextDelta, Usage
 
 TOKEN_PATTERN = re.compile(r"\s*\S{1,4}|\s+")
@@ -49,12 +50,21 @@ def tokenize(text: str) -> list[str]:
     return TOKEN_PATTERN.findall(text)
 
 
-class DemoAdapter:
-    kind = "demo"
-    label = "Demo (no network)"
-    default_model = "demo-1"
-    fallback_models: tuple[str, ...] = ("demo-1",)
+DESCRIPTION = ProviderDescription(
+    kind="demo",
+    label="Demo (no network)",
+    wire="demo",
+    base_url="none",
+    needs_key=False,
+    takes_key=False,
+    default_model="demo-1",
+    fallback_models=("demo-1",),
+    cheap_model="demo-1",
+    model_names="demo-1",
+)
 
+
+class DemoAdapter(DescribedAdapter):
     async def list_models(
         self, *, api_key: str = "", base_url: str = "", auth: Auth = NO_AUTH
     ) -> list[str]:

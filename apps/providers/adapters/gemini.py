@@ -10,6 +10,7 @@ from google.genai import errors, types
 
 from apps.providers.adapters.clients import client_key, client_scope
 from apps.providers.adapters.translate import to_gemini_contents
+from apps.providers.description import DescribedAdapter, ProviderDescription, Reads
 from apps.providers.types import (
     NO_AUTH,
     RETRYABLE_STATUSES,
@@ -56,16 +57,22 @@ def _error(exc: Exception) -> ProviderError:
     raise exc
 
 
-class GeminiAdapter:
-    kind = "gemini"
-    label = "Google Gemini"
-    default_model = "gemini-2.5-flash"
-    fallback_models: tuple[str, ...] = (
-        "gemini-2.5-pro",
-        "gemini-2.5-flash",
-        "gemini-2.5-flash-lite",
-    )
+DESCRIPTION = ProviderDescription(
+    kind="gemini",
+    label="Google Gemini",
+    wire="gemini",
+    error_label="Gemini",
+    base_url_hint="Leave empty for Google's API; a gateway or proxy's URL otherwise.",
+    default_model="gemini-2.5-flash",
+    fallback_models=("gemini-2.5-pro", "gemini-2.5-flash", "gemini-2.5-flash-lite"),
+    cheap_model="gemini-2.5-flash",
+    model_names="gemini-<version>-<size>, e.g. gemini-2.5-pro",
+    reads=Reads(images=True, pdfs=True),
+    max_tokens_by_model=(("gemini-2.5", 16000), ("gemini", 8192)),
+)
 
+
+class GeminiAdapter(DescribedAdapter):
     async def stream(
         self, request: ChatRequest, *, api_key: str = "", base_url: str = "", auth: Auth = NO_AUTH
     ) -> AsyncIterator[StreamEvent]:

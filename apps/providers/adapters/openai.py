@@ -12,6 +12,12 @@ import orjson
 
 from apps.providers.adapters.clients import client_key, client_scope
 from apps.providers.adapters.translate import to_openai
+from apps.providers.description import (
+    DescribedAdapter,
+    ProviderDescription,
+    Reads,
+    Setting,
+)
 from apps.providers.types import (
     NO_AUTH,
     RETRYABLE_STATUSES,
@@ -129,22 +135,75 @@ def _omitted(auth: Auth) -> dict[str, Any] | None:
     return {"Authorization": openai.Omit()} if auth.style == "header" else None
 
 
-class OpenAIAdapter:
-    kind = "openai"
-    label = "OpenAI"
-    default_model = "gpt-4.1"
-    fallback_models: tuple[str, ...] = ("gpt-4.1", "gpt-4.1-mini", "gpt-4o", "gpt-4o-mini")
+OPENAI = ProviderDescription(
+    kind="openai",
+    label="OpenAI",
+    wire="openai",
+    base_url_hint="Leave empty for OpenAI's API; a gateway or proxy's URL otherwise.",
+    auth_styles=("api_key", "bearer", "header"),
+    default_model="gpt-4.1",
+    fallback_models=("gpt-4.1", "gpt-4.1-mini", "gpt-4o", "gpt-4o-mini"),
+    cheap_model="gpt-4.1-mini",
+    model_names="gpt-<version>[-size], e.g. gpt-4.1 or gpt-4.1-mini",
+    reads=Reads(images=True, pdfs=True),
+    max_tokens_by_model=(("gpt-4.1", 16000), ("gpt-4o", 8192)),
+)
+OPENAI_COMPATIBLE = ProviderDescription(
+    kind="openai_compatible",
+    label="OpenAI-compatible server (vLLM, LM Studio, llama.cpp…)",
+    wire="openai_compatible",
+    error_label="the OpenAI-compatible server",
+    base_url="required",
+    base_url_hint="The server's OpenAI-compatible address, ending in /v1, "
+    "e.g. http://localhost:8000/v1.",
+    auth_styles=("api_key", "bearer", "header"),
+    needs_key=False,
+    default_model="llama3.1",
+    model_names="as the server names them",
+)
+AZURE_OPENAI = ProviderDescription(
+    kind="azure_openai",
+    label="Azure OpenAI",
+    wire="azure_openai",
+    base_url="required",
+    base_url_hint="The resource's endpoint, e.g. https://my-resource.openai.azure.com.",
+    settings=(
+        Setting(
+            "azure_deployment",
+            "Deployment",
+            help="The model deployment's name.",
+            required=True,
+            max_length=120,
+        ),
+        Setting(
+            "azure_api_version",
+            "API version",
+            help="Leave empty for the newest generally available version.",
+            default=AZURE_API_VERSION,
+            pattern=r"\d{4}-\d{2}-\d{2}(-preview)?",
+            pattern_message="An API version looks like 2024-10-21 or 2025-04-01-preview.",
+            max_length=32,
+        ),
+    ),
+    model_names="the deployment is the model",
+    reads=Reads(images=True),
+    max_tokens_by_model=(("gpt-4.1", 16000), ("gpt-4o", 8192)),
+)
 
+
+class OpenAIAdapter(DescribedAdapter):
     def _client(
         self, api_key: str, base_url: str, auth: Auth, timeout: float = 120
     ) -> openai.AsyncOpenAI:
         # The SDK sends the key as a bearer token already; a gateway's own header replaces it
         # (and `_omitted` takes the bearer token off each request).
-        headers = {auth.header: api_key} if auth.style == "header" else None
+        headers = dict(auth.headers)
+        if auth.style == "header":
+            headers[auth.header] = api_key
         return openai.AsyncOpenAI(
             api_key=api_key or "not-needed",
             base_url=base_url or None,
-            default_headers=headers,
+            default_headers=headers or None,
             max_retries=0,
             timeout=timeout,
         )
@@ -207,20 +266,12 @@ class OpenAIAdapter:
 
 
 class OpenAICompatibleAdapter(OpenAIAdapter):
-    kind = "openai_compatible"
-    label = "the OpenAI-compatible server"
-    default_model = "llama3.1"
-    fallback_models: tuple[str, ...] = ()
+    """Any server speaking OpenAI's chat completions (and the presets built on it)."""
 
 
 class AzureOpenAIAdapter(OpenAIAdapter):
     """Azure OpenAI: the same chat completions, addressed by resource endpoint, deployment and
     API version, with the key in Azure's `api-key` header (the SDK's Azure client)."""
-
-    kind = "azure_openai"
-    label = "Azure OpenAI"
-    default_model = ""  # the deployment is the model
-    fallback_models: tuple[str, ...] = ()
 
     def _client(
         self, api_key: str, base_url: str, auth: Auth, timeout: float = 120

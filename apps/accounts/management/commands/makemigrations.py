@@ -27,4 +27,5 @@ class Command(makemigrations.Command):
     def write_migration_files(self, changes, update_previous_migration_paths=None):
         super().write_migration_files(changes, update_previous_migration_paths)
         if not self.dry_run:
-            format_written([path for path in self.written_files if path.endswith(".py")])
+            written = getattr(self, "written_files", [])  # set by Django's handle()
+            format_written([path for path in written if path.endswith(".py")])

@@ -8,11 +8,10 @@ import json
 from django.template.loader import render_to_string
 from django.utils import timezone
 
-from apps.chat.council.requests import message_block_text
 from apps.chat.display.bubbles import shown_text, whisper_label
 from apps.chat.display.markdown import render_markdown
 from apps.chat.models import Message, Thread, person_hue, person_initials, person_name, speaker_name
-from apps.chat.selectors import speaker_names, transcript_messages
+from apps.chat.selectors import message_block_text, speaker_names, transcript_messages
 from apps.roles.selectors import roles_by_handle
 
 

@@ -1,0 +1,87 @@
+"""The docs' lists are the registries' (a test, not a hand kept in step): slash commands and
+built-in tools (docs/using.md), provider kinds (docs/providers.md) and the API's endpoints
+(docs/api.md, rendered from the OpenAPI schema). A registry entry added without its line fails
+here; `PARLEY_WRITE_DOCS=1` rewrites the generated endpoint table."""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+from django.conf import settings
+
+from apps.api.api import api
+from apps.chat.council.commands import command_list
+from apps.chat.council.tools import tool_names
+from apps.providers.registry import DESCRIPTIONS
+
+ROOT = Path(settings.BASE_DIR)
+README = (ROOT / "README.md").read_text()
+USING = (ROOT / "docs" / "using.md").read_text()
+PROVIDERS = (ROOT / "docs" / "providers.md").read_text()
+API_DOC = ROOT / "docs" / "api.md"
+ENDPOINTS_START = (
+    "<!-- endpoints: generated from /api/v1/schema, checked by tests/test_docs_lists.py -->"
+)
+ENDPOINTS_END = "<!-- /endpoints -->"
+
+
+def table_after(text: str, header: str) -> list[str]:
+    start = text.index(header)
+    return text[start : text.index("\n\n", start)].splitlines()[2:]
+
+
+def test_the_table_of_slash_commands_is_the_registry():
+    first_cells = [line.split("|")[1] for line in table_after(USING, "| command | effect |")]
+    listed = {name for cell in first_cells for name in re.findall(r"`/([a-z]+)", cell)}
+    commands = {entry["name"] for entry in command_list()}
+    aliases = {"w"}  # /w is /whisper
+    assert commands <= listed, f"missing from docs/using.md: {sorted(commands - listed)}"
+    assert listed - aliases <= commands, f"not commands: {sorted(listed - aliases - commands)}"
+
+
+def test_every_built_in_tool_is_named():
+    start = USING.index("**Tools.**")
+    paragraph = USING[start : USING.index("\n\n", start)]
+    named = set(re.findall(r"`([a-z_]+)`", paragraph))
+    assert set(tool_names()) <= named, f"missing: {sorted(set(tool_names()) - named)}"
+    assert named <= set(tool_names()), f"not tools: {sorted(named - set(tool_names()))}"
+
+
+def test_the_table_of_providers_is_the_registry():
+    rows = table_after(PROVIDERS, "| provider | label | base URL | key |")
+    listed = [re.findall(r"`([a-z_]+)`", row.split("|")[1])[0] for row in rows]
+    assert listed == [description.kind for description in DESCRIPTIONS]
+
+
+def endpoint_table() -> str:
+    """The endpoints as the schema describes them: one row per operation."""
+    rows = ["| method and path | what it does |", "| --- | --- |"]
+    for path, operations in api.get_openapi_schema()["paths"].items():
+        for method, operation in operations.items():
+            said = operation.get("summary", "")
+            detail = (operation.get("description") or "").split("\n\n")[0].replace("\n", " ")
+            if detail and detail.rstrip(".") != said.rstrip("."):
+                said = f"{said}: {detail[0].lower()}{detail[1:]}"
+            rows.append(f"| `{method.upper()} {path.removeprefix('/api/v1')}` | {said} |")
+    return "\n".join(rows)
+
+
+def test_the_api_endpoint_table_is_the_openapi_schema():
+    text = API_DOC.read_text()
+    start, end = text.index(ENDPOINTS_START), text.index(ENDPOINTS_END)
+    expected = f"{ENDPOINTS_START}\n{endpoint_table()}\n{ENDPOINTS_END}"
+    if os.environ.get("PARLEY_WRITE_DOCS"):
+        API_DOC.write_text(text[:start] + expected + text[end + len(ENDPOINTS_END) :])
+        text = API_DOC.read_text()
+    assert text[start : end + len(ENDPOINTS_END)] == expected, (
+        "docs/api.md's endpoint table differs from the schema: run "
+        "`PARLEY_WRITE_DOCS=1 .venv/bin/python -m pytest tests/test_docs_lists.py`"
+    )
+
+
+def test_the_readme_is_short_and_its_links_lead_somewhere():
+    assert len(README.splitlines()) < 300
+    for target in re.findall(r"\]\((docs/[^)#]+)", README):
+        assert (ROOT / target).exists(), target
