@@ -65,6 +65,11 @@ def pytest_load_initial_conftests(early_config, parser, args):
     run_id = uuid.uuid4().hex[:8]
     os.environ["PARLEY_TASK_QUEUE"] = f"parley-test-{run_id}"
     os.environ["PARLEY_CHANNEL_PREFIX"] = f"parley-test-{run_id}"
+    # Each parallel worker (pytest-xdist) has its own workspace folder; its database is its
+    # own already (pytest-django names it per worker; SQLite's file carries the process id).
+    os.environ["PARLEY_WORKSPACE_ROOT"] = str(
+        Path(__file__).resolve().parent.parent / "var" / f"test-workspaces-{run_id}"
+    )
     # The suite's process is a web server, a Celery worker (256 threads) and the tests' own
     # threads at once, which no deployed process is: on PostgreSQL it gets a larger pool
     # than a process's default 16 (CI's full PostgreSQL run once ran out of it, and hung,
@@ -75,13 +80,35 @@ def pytest_load_initial_conftests(early_config, parser, args):
     if not os.environ.get("REDIS_URL"):
         from config.embedded_redis import start_embedded_redis
 
-        _embedded = start_embedded_redis()
+        _embedded = start_embedded_redis()  # one per worker process, on a free port
         os.environ["REDIS_URL"] = _embedded.url
+    else:
+        os.environ["REDIS_URL"] = worker_redis_url(os.environ["REDIS_URL"])
     import redis
 
     redis.Redis.from_url(os.environ["REDIS_URL"]).flushdb()
     socket.socket.connect = _guarded_connect
     socket.socket.connect_ex = _guarded_connect_ex
+
+
+def worker_redis_url(url: str) -> str:
+    """A parallel worker's own Redis database: the given one for the first worker, the next
+    ones for the others (the suite flushes each), refused loudly past the server's last."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0")
+    index = int(worker.removeprefix("gw") or 0)
+    if not index:
+        return url
+    from urllib.parse import urlsplit, urlunsplit
+
+    parts = urlsplit(url)
+    base = int(parts.path.strip("/") or 0)
+    count = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+    if base + count - 1 > 15:
+        raise pytest.UsageError(
+            f"REDIS_URL's database {base} leaves no room for {count} parallel workers "
+            f"(they use {base} to {base + count - 1}; Redis has 0-15): pick a lower one."
+        )
+    return urlunsplit(parts._replace(path=f"/{base + index}"))
 
 
 @pytest.fixture(autouse=True)
@@ -106,6 +133,9 @@ def pytest_unconfigure(config):
         sys.modules["apps.chat.live.hub"].stream_hub_stop()
     if _embedded is not None:
         _embedded.stop()
+    import shutil
+
+    shutil.rmtree(os.environ.get("PARLEY_WORKSPACE_ROOT", ""), ignore_errors=True)
     from django.conf import settings
 
     if settings.configured:

@@ -5,7 +5,7 @@ change never alters what an older thread's roles are told until the thread takes
 from django.conf import settings
 from django.db import models
 
-from apps.chat.models import Session
+from apps.chat.models.conversation import Session
 
 
 class ContextKind(models.TextChoices):

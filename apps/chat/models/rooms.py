@@ -4,7 +4,7 @@ how far each has read each thread, and the digests written for them when they co
 from django.conf import settings
 from django.db import models
 
-from apps.chat.models import Session, Thread
+from apps.chat.models.conversation import Session, Thread
 
 
 class ReadMark(models.Model):
