@@ -18,7 +18,7 @@ from apps.chat.reading import thread_unread
 from apps.chat.records.rooms import member_add, member_set_budget
 from apps.chat.search import search_session
 from apps.chat.selectors import transcript_page
-from apps.chat.web.exports import export_json, export_markdown
+from apps.chat.display.exports import export_json, export_markdown
 from tests.chat.tabs import Tab
 from tests.chat.test_budgets import finish
 from tests.chat.test_live_streaming import open_tab, session_cookie
