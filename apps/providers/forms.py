@@ -45,8 +45,7 @@ class CredentialForm(forms.Form):
     base_url = forms.URLField(
         required=False,
         label="Base URL",
-        assume_scheme="https",
-        help_text="Where to send the requests: a server of your own, a gateway or a proxy.",
+        assume_scheme="https",  # each provider's hint below says what to put here
     )
     auth_style = forms.TypedChoiceField(
         choices=AuthStyle.choices,

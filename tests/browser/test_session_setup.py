@@ -16,7 +16,7 @@ from tests.browser.test_live_chat import log_in
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
-LOCAL = "Local · OpenAI-compatible server (Ollama, vLLM, LM Studio…)"
+LOCAL = "Local · OpenAI-compatible server"
 
 
 def visible_options(select) -> list[str]:
@@ -186,3 +186,15 @@ def test_the_credential_form_shows_only_the_fields_of_the_chosen_type(page, alic
     provider.select_option("demo")
     expect(key).to_be_hidden()
     expect(page.get_by_label("Base URL")).to_be_hidden()
+
+    # A preset's own settings and its default address (its description, nothing else).
+    provider.select_option("openrouter")
+    expect(page.get_by_label("Your app's URL")).to_be_visible()
+    expect(page.get_by_label("Your app's name")).to_be_visible()
+    expect(page.locator(".hint-openrouter")).to_contain_text("openrouter.ai/api/v1")
+    expect(deployment).to_be_hidden()
+    expect(style).to_be_hidden()  # OpenRouter takes its key one way only
+    provider.select_option("ollama")
+    expect(page.locator(".hint-ollama")).to_contain_text("localhost:11434")
+    expect(page.get_by_label("Your app's URL")).to_be_hidden()
+    expect(key).to_be_visible()

@@ -5,6 +5,8 @@ that counts as reading. Screenshots go where the `shots` fixture says."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from django.utils import timezone
 from playwright.sync_api import expect
@@ -214,3 +216,26 @@ def test_the_api_tokens_page_fits_a_phone_and_names_each_scope(page, alice, role
     )
     assert width <= size[0], f"the page is {width} px wide on a {size[0]} px screen: {wide}"
     page.screenshot(path=str(shots / f"api-tokens-{size[0]}.png"), full_page=True)
+
+
+@pytest.mark.parametrize("size", SIZES)
+def test_an_openrouter_credential_is_added_on_a_phone_too(page, alice, roles, size, shots):
+    """The form with a preset's own fields fits the screen, and saves them with its default
+    address (which fields show for which provider: test_session_setup.py)."""
+    page.set_viewport_size({"width": size[0], "height": size[1]})
+    log_in(page)
+    page.goto("/credentials/new/")
+    page.get_by_label("Provider").select_option("openrouter")
+    page.get_by_label("Name", exact=True).fill("Router")
+    page.get_by_label("API key or token").fill("sk-or-test-0000000000000000")
+    page.get_by_label("Your app's URL").fill("https://parley.example")
+    width = page.evaluate("document.scrollingElement.scrollWidth")
+    assert width <= size[0], f"the form is {width} px wide on a {size[0]} px screen"
+    page.screenshot(path=str(shots / f"credential-form-{size[0]}.png"), full_page=True)
+    page.get_by_role("button", name="Save").click()
+    expect(page).to_have_url(re.compile(r"/credentials/$"))
+    credential = alice.credentials.get(name="Router")
+    assert (credential.base_url, credential.options) == (
+        "https://openrouter.ai/api/v1",
+        {"http_referer": "https://parley.example"},
+    )

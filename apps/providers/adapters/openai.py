@@ -150,12 +150,12 @@ OPENAI = ProviderDescription(
 )
 OPENAI_COMPATIBLE = ProviderDescription(
     kind="openai_compatible",
-    label="OpenAI-compatible server (vLLM, LM Studio, llama.cpp…)",
+    label="OpenAI-compatible server",
     wire="openai_compatible",
     error_label="the OpenAI-compatible server",
     base_url="required",
     base_url_hint="The server's OpenAI-compatible address, ending in /v1, "
-    "e.g. http://localhost:8000/v1.",
+    "e.g. http://localhost:8000/v1 (vLLM), http://localhost:1234/v1 (LM Studio).",
     auth_styles=("api_key", "bearer", "header"),
     needs_key=False,
     default_model="llama3.1",
