@@ -13,12 +13,12 @@ from django.utils import timezone
 
 from apps.chat.council.posting import message_post
 from apps.chat.council.requests import request_for_reply, transcript_entries
+from apps.chat.display.exports import export_json, export_markdown
 from apps.chat.models import Message, MessageStatus
 from apps.chat.reading import thread_unread
 from apps.chat.records.rooms import member_add, member_set_budget
 from apps.chat.search import search_session
 from apps.chat.selectors import transcript_page
-from apps.chat.display.exports import export_json, export_markdown
 from tests.chat.tabs import Tab
 from tests.chat.test_budgets import finish
 from tests.chat.test_live_streaming import open_tab, session_cookie
