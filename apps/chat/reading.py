@@ -69,31 +69,3 @@ def seen_seq(*, thread: Thread, user) -> int:
         "seen_seq", flat=True
     )
     return mark.first() or 0
-
-
-def mark_seen(*, thread: Thread, user, seq: int | None = None) -> tuple[int, bool]:
-    """`user` has seen the thread up to `seq` (else all of it): (what they had seen before,
-    whether that moved). Never past the latest message, never back; read against the rows as
-    they are now (the caller's thread may predate the messages it marks), in one query when
-    nothing moves (a page opened again)."""
-    mark = ReadMark.objects.filter(thread=OuterRef("pk"), user_id=user.pk).values("seen_seq")
-    latest, before = (
-        Thread.objects.filter(pk=thread.pk)
-        .annotate(seen=Subquery(mark[:1]))
-        .values_list("next_seq", "seen")
-        .get()
-    )
-    seen = latest - 1 if seq is None else max(0, min(seq, latest - 1))
-    if before is None:
-        # A first visit; a second tab doing the same at once keeps its own (a message's
-        # difference, never backwards).
-        ReadMark.objects.bulk_create(
-            [ReadMark(thread=thread, user_id=user.pk, seen_seq=seen)], ignore_conflicts=True
-        )
-        return 0, seen > 0
-    if seen <= before:
-        return before, False
-    moved = ReadMark.objects.filter(thread=thread, user_id=user.pk, seen_seq__lt=seen).update(
-        seen_seq=seen
-    )
-    return before, bool(moved)

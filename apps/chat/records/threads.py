@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 from django.db import transaction
-from django.db.models import F
+from django.db.models import F, OuterRef, Subquery
 from django.utils import timezone
 
-from apps.chat import reading
 from apps.chat.display import events
 from apps.chat.models import (
     USER_SPEAKER,
@@ -14,6 +13,7 @@ from apps.chat.models import (
     MessageKind,
     MessageStatus,
     QueuedMessage,
+    ReadMark,
     Session,
     Thread,
     ThreadSummary,
@@ -44,7 +44,7 @@ def thread_rename(*, thread: Thread, label: str) -> Thread:
 def thread_mark_seen(*, thread: Thread, user, seq: int | None = None) -> int:
     """`user` has seen the thread up to `seq` (else all of it); returns what they had seen
     before, so their page can mark where the new messages start. Never goes back."""
-    before, moved = reading.mark_seen(thread=thread, user=user, seq=seq)
+    before, moved = _mark_seen(thread=thread, user=user, seq=seq)
     if moved:
         events.publish_seen_on_commit(thread=thread, user_id=user.pk)  # their other tabs too
     return before
@@ -176,3 +176,31 @@ def thread_clear_messages(*, thread: Thread) -> Thread:
         thread.sticky_handle = ""
         thread.save(update_fields=["sticky_handle", "updated_at"])
     return thread
+
+
+def _mark_seen(*, thread: Thread, user, seq: int | None = None) -> tuple[int, bool]:
+    """`user` has seen the thread up to `seq` (else all of it): (what they had seen before,
+    whether that moved). Never past the latest message, never back; read against the rows as
+    they are now (the caller's thread may predate the messages it marks), in one query when
+    nothing moves (a page opened again)."""
+    mark = ReadMark.objects.filter(thread=OuterRef("pk"), user_id=user.pk).values("seen_seq")
+    latest, before = (
+        Thread.objects.filter(pk=thread.pk)
+        .annotate(seen=Subquery(mark[:1]))
+        .values_list("next_seq", "seen")
+        .get()
+    )
+    seen = latest - 1 if seq is None else max(0, min(seq, latest - 1))
+    if before is None:
+        # A first visit; a second tab doing the same at once keeps its own (a message's
+        # difference, never backwards).
+        ReadMark.objects.bulk_create(
+            [ReadMark(thread=thread, user_id=user.pk, seen_seq=seen)], ignore_conflicts=True
+        )
+        return 0, seen > 0
+    if seen <= before:
+        return before, False
+    moved = ReadMark.objects.filter(thread=thread, user_id=user.pk, seen_seq__lt=seen).update(
+        seen_seq=seen
+    )
+    return before, bool(moved)
