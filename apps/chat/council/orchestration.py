@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import uuid
+from dataclasses import dataclass
 from datetime import timedelta
 
 from django.conf import settings
@@ -20,10 +21,15 @@ from django.db import transaction
 from django.utils import timezone
 
 from apps.chat.council import rounds, topics
-from apps.chat.council.auto_route import auto_route
 from apps.chat.council.dispatch import dispatch
 from apps.chat.council.posted import PostedMessage
 from apps.chat.council.room_rules import Whisper, whisper_parse
+from apps.chat.council.turn_routing import (
+    reply_order,
+    route_or_refuse,
+    routing_notices,
+    turn_route,
+)
 from apps.chat.display import events
 from apps.chat.models import (
     IN_FLIGHT,
@@ -36,68 +42,16 @@ from apps.chat.models import (
     Stage,
     Thread,
     Turn,
-    TurnMode,
 )
 from apps.chat.records.budgets import budget_reserve
 from apps.chat.records.messages import allocate_seqs, notice_create
 from apps.chat.records.replies import reply_placeholder
 from apps.chat.records.threads import thread_autoname, thread_autoname_from_replies
 from apps.chat.selectors import session_links
-from apps.roles.routing import ALL_HANDLE, RosterRole, Route, mentions, route_message
-from apps.roles.selectors import group_members
+from apps.roles.routing import Route
 
 logger = logging.getLogger(__name__)
 SESSION_TOUCH_EVERY = timedelta(minutes=1)
-
-
-def route_for(*, thread: Thread, session: Session, links: list[SessionRole], text: str) -> Route:
-    roster = [
-        RosterRole(
-            handle=link.role.handle,
-            is_default=link.role.is_default,
-            answers_last=link.role.answers_last,
-            muted=link.muted,
-        )
-        for link in links
-    ]
-    # The role groups are read only when a mention could name one (not a role, not @all).
-    handles = {role.handle for role in roster} | {ALL_HANDLE}
-    named_group = any(handle not in handles for handle in mentions(text))
-    return route_message(
-        text,
-        roles=roster,
-        groups=group_members() if named_group else {},
-        mode=session.addressing_mode,
-        sticky=thread.sticky_handle,
-    )
-
-
-def routing_notices(route: Route, links: list[SessionRole]) -> list[str]:
-    notices = []
-    if route.unknown:
-        names = ", ".join(f"@{h}" for h in route.unknown)
-        known = ", ".join(f"@{link.role.handle}" for link in links)
-        notices.append(f"Nobody in this chat is called {names}. The roles here: {known}, @all.")
-    for handle in route.muted:
-        notices.append(
-            f"@{handle} is muted and was skipped. Send `/unmute @{handle}` to hear from them."
-        )
-    return notices
-
-
-def route_or_refuse(
-    *, thread: Thread, session: Session, text: str, links: list[SessionRole] | None = None
-) -> Route:
-    """The route a message would take now; ValidationError when nobody would answer."""
-    links = session_links(session=session) if links is None else links
-    route = route_for(thread=thread, session=session, links=links, text=text)
-    if not route.targets:
-        raise ValidationError(
-            " ".join(routing_notices(route, links))
-            or "This session has no roles to answer; add one in its settings.",
-            code="no_target",
-        )
-    return route
 
 
 def message_enter(
@@ -131,6 +85,14 @@ def thread_busy(*, thread_id: int) -> bool:
     return Message.objects.filter(thread_id=thread_id, status__in=IN_FLIGHT).exists()
 
 
+@dataclass(frozen=True)
+class _TurnRows:
+    user_message: Message
+    notices: list[Message]
+    turn: Turn
+    replies: list[Message]
+
+
 def turn_start(
     *,
     thread: Thread,
@@ -149,41 +111,43 @@ def turn_start(
     """
     session = Session.objects.select_related("credential").get(pk=thread.session_id)
     links = session_links(session=session)
-    if whisper is not None:
-        if not whisper.roles:
-            return _note_between_people(thread=thread, author=author, whisper=whisper,
-                                        client_token=client_token)  # fmt: skip
-        text = whisper.text
-        addressed = " ".join(f"@{handle}" for handle in whisper.roles)
-        route = route_or_refuse(
-            thread=thread, session=session, text=f"{addressed} {text}", links=links
-        )
-    else:
-        route = route_or_refuse(thread=thread, session=session, text=text, links=links)
-    # A whisper goes to the roles it names, never to one outside its audience.
-    routed = (
-        {}
-        if whisper is not None
-        else auto_route(session=session, links=links, text=text, route=route)
-    )
-    if routed:
-        target = next(link.role for link in links if link.role.handle == routed["to"])
-        handles = (target.handle,)
-        route = Route(
-            parallel=() if target.answers_last else handles,
-            last=handles if target.answers_last else (),
-            sticky=thread.sticky_handle,
-        )
-    notices = routing_notices(route, links)
-    roles = {link.role.handle: link.role for link in links}
-    links_by_handle = {link.role.handle: link for link in links}
-    targets = list(route.targets)
-    sequential = session.turn_mode == TurnMode.SEQUENTIAL and len(targets) > 1
-    if sequential:  # one at a time, in the session's round order
-        order = [role.handle for role in rounds.round_order(session)]
-        targets.sort(key=lambda handle: order.index(handle) if handle in order else len(order))
+    if whisper is not None and not whisper.roles:
+        return _note_between_people(thread=thread, author=author, whisper=whisper,
+                                    client_token=client_token)  # fmt: skip
+    text = whisper.text if whisper is not None else text
+    route, routed = turn_route(thread=thread, session=session, links=links, text=text,
+                                whisper=whisper)  # fmt: skip
+    targets, sequential = reply_order(session=session, route=route)
     # Before anything is saved: a member past their daily budget starts nothing.
     budget_day = budget_reserve(session=session, person=author, replies=len(targets))
+    rows = _turn_rows(
+        thread=thread, session=session, links=links, author=author, text=text,
+        client_token=client_token, reply_length=reply_length, whisper=whisper, route=route,
+        routed=routed, targets=targets, sequential=sequential, budget_day=budget_day,
+    )  # fmt: skip
+    if whisper is not None:
+        _make_private([rows.user_message, *rows.replies], whisper)
+    _announce_turn(thread=thread, session=session, links=links, rows=rows, route=route,
+                   whisper=whisper, text=text)  # fmt: skip
+    stagger = settings.PARLEY_STAGGER_FANOUT and all(
+        reply.provider == "anthropic" for reply in rows.replies
+    )
+    first_dispatch(replies=rows.replies, stagger=stagger, sequential=sequential)
+    return PostedMessage(
+        user_message=rows.user_message, replies=rows.replies, notices=rows.notices,
+        session=session, links=links,
+    )  # fmt: skip
+
+
+def _turn_rows(
+    *, thread: Thread, session: Session, links: list[SessionRole], author, text: str,
+    client_token: uuid.UUID | None, reply_length: str, whisper: Whisper | None, route: Route,
+    routed: dict, targets: list[str], sequential: bool, budget_day,
+) -> _TurnRows:  # fmt: skip
+    """The turn's rows, numbered in one go: the person's message, the routing notices, the
+    turn, and one waiting reply per role."""
+    notices = routing_notices(route, links)
+    links_by_handle = {link.role.handle: link for link in links}
     seqs = iter(allocate_seqs(thread, 1 + len(notices) + len(targets)))
     user_message = Message.objects.create(
         thread=thread,
@@ -213,21 +177,28 @@ def turn_start(
         reply_placeholder(
             thread=thread,
             session=session,
-            role=roles[handle],
+            role=links_by_handle[handle].role,
             seq=next(seqs),
             turn=turn,
             stage=Stage.LAST if handle in route.last else Stage.PARALLEL,
-            link=links_by_handle.get(handle),
+            link=links_by_handle[handle],
             budget_day=budget_day,
         )
         for handle in targets
     ]
-    if whisper is not None:
-        _make_private([user_message, *replies], whisper)
-    status_changed = bool(turn.auto_rounds)  # a rounds line may show while they run
-    if (
-        whisper is None and route.sticky != thread.sticky_handle
-    ):  # the tabs on the thread show the new sticky role
+    return _TurnRows(user_message, notice_messages, turn, replies)
+
+
+def _announce_turn(
+    *, thread: Thread, session: Session, links: list[SessionRole], rows: _TurnRows,
+    route: Route, whisper: Whisper | None, text: str,
+) -> None:  # fmt: skip
+    """What the open tabs and the sessions list learn on commit: the new bubbles (a whisper's
+    to its audience only), the sticky role, the session's place in the list, the thread's
+    name."""
+    roles = {link.role.handle: link.role for link in links}
+    status_changed = bool(rows.turn.auto_rounds)  # a rounds line may show while they run
+    if whisper is None and route.sticky != thread.sticky_handle:
         Thread.objects.filter(pk=thread.pk).update(sticky_handle=route.sticky)
         thread.sticky_handle = route.sticky
         status_changed = True
@@ -238,28 +209,20 @@ def turn_start(
         updated_at=now
     )
     if whisper is None:
-        added = [user_message, *notice_messages, *replies]
+        added = [rows.user_message, *rows.notices, *rows.replies]
         events.publish_messages_added_on_commit(thread=thread, messages=added, roles=roles)
     else:  # the notices are for everyone, the whisper for its audience
-        whispered = [user_message, *replies]
+        whispered = [rows.user_message, *rows.replies]
         events.publish_messages_added_on_commit(thread=thread, messages=whispered, roles=roles)
-        if notice_messages:
-            events.publish_messages_added_on_commit(thread=thread, messages=notice_messages)
-    events.publish_posted_on_commit(message=user_message)
+        if rows.notices:
+            events.publish_messages_added_on_commit(thread=thread, messages=rows.notices)
+    events.publish_posted_on_commit(message=rows.user_message)
     if status_changed:
         events.publish_thread_status_on_commit(thread=thread)
     # After the commit (it locks the session's row to pick a free name); a whisper never
     # names a thread everyone sees.
     if not thread.label and whisper is None:
         transaction.on_commit(lambda: thread_autoname(thread=thread, text=text), robust=True)
-    stagger = settings.PARLEY_STAGGER_FANOUT and all(
-        reply.provider == "anthropic" for reply in replies
-    )
-    first_dispatch(replies=replies, stagger=stagger, sequential=sequential)
-    return PostedMessage(
-        user_message=user_message, replies=replies, notices=notice_messages, session=session,
-        links=links,
-    )  # fmt: skip
 
 
 def _make_private(messages: list[Message], whisper: Whisper) -> None:

@@ -37,6 +37,7 @@ from apps.providers.calls import converse
 from apps.providers.crypto import scrub
 from apps.providers.registry import get_adapter
 from apps.providers.types import (
+    ChatRequest,
     Milestone,
     ProviderError,
     Stop,
@@ -72,7 +73,7 @@ async def stream_reply(hub: StreamHub, message_pk: int) -> None:
         if start is not None and start.claim.gave_up:
             await _announce_final(hub, start.claim.message, after_seq=events.SETTLED_SEQ - 1)
         elif start is not None:
-            await _stream_claimed(hub, start, lease)
+            await ReplyRun(hub, start, lease).run()
     finally:
         hub.leases.pop(message_pk, None)
         await livestate.lease_release(hub.redis, message_pk, lease)
@@ -106,39 +107,138 @@ async def _resumed_text(hub: StreamHub, message: Message) -> str:
     return livestate.text_shown(saved=message.text, tail=snapshot.text if snapshot else None)
 
 
-async def _stream_claimed(hub: StreamHub, start: ReplyStart, lease: str) -> None:
-    message, setup, resumed = start.claim.message, start.setup, start.claim.resumed
-    assert setup is not None  # a claim that was not given up
-    live = LiveReply(message=message, lease=lease)
-    started = time.monotonic()
-    first_token_at: float | None = None
-    usage = Usage()
-    stop = Stop("other")
+class ReplyRun:
+    """One claimed reply on the hub, in steps: show where it starts, build its request, stream
+    it (text through the repeat trimmer and the turn guard, tools, milestones), end it."""
 
-    api_key = ""  # known once decrypted, for scrubbing the errors
-    # A taken-over reply keeps every word already shown and asks the model to go on from it.
-    resume_text = await _resumed_text(hub, message) if resumed else ""
-    live.resume_from(resume_text)
-    live.note("started", f"{message.provider} · {message.model}")
-    if resumed:
-        live.note("takeover", f"continues from {len(resume_text)} characters already shown")
-    live.seq = await livestate.live_reset(hub.redis, live.message_id, resume_text)
-    if start.streaming_event is not None:  # rendered with the claim: the bubble, streaming
-        streaming = {**start.streaming_event, "seq": live.seq, "reset": False}
-        await events.publish_state(hub.redis, group=live.group, event=streaming)
-    else:
-        await _publish_state(hub, live.group, message, seq=live.seq, live_text=resume_text)
-    # The continuation's leading blanks would double the ones the cut-off text ends with,
-    # and what it repeats of the cut-off text (models often start again) is dropped. Text
-    # shown ends without blanks (they wait for the words after them): a continuation that
-    # starts a new sentence right after a full stop gets the space back.
-    joining = resume_text[-1:].isspace()
-    sentence_ended = resume_text[-1:] in (".", "!", "?", ":", ";")
-    repeats = RepeatTrimmer(resume_text)
-    guard = TurnGuard(own=setup.own_names, others=setup.other_names)
+    def __init__(self, hub: StreamHub, start: ReplyStart, lease: str) -> None:
+        assert start.setup is not None  # a claim that was not given up
+        self.hub, self.start, self.setup = hub, start, start.setup
+        self.message = start.claim.message
+        self.live = LiveReply(message=self.message, lease=lease)
+        self.started = time.monotonic()
+        self.first_token_at: float | None = None
+        self.usage, self.stop = Usage(), Stop("other")
+        self.resume_text = ""
+        self.joining = self.sentence_ended = False
+        self.repeats = RepeatTrimmer("")
+        self.guard = TurnGuard(own=self.setup.own_names, others=self.setup.other_names)
 
-    async def run_tool(call: ToolCall) -> str:
-        outcome = await in_db_thread(tools.run_tool)(setup.tool_context, call)
+    async def run(self) -> None:
+        await self.show_start()
+        ending = await self.stream()
+        if ending is not None:  # None: handed to another worker, or taken over
+            await self.settle(*ending)
+
+    async def show_start(self) -> None:
+        """Reset the live tail (a taken-over reply keeps every word already shown and asks
+        the model to go on from it) and show the bubble streaming on every tab."""
+        hub, live, message = self.hub, self.live, self.message
+        if self.start.claim.resumed:
+            self.resume_text = await _resumed_text(hub, message)
+        live.resume_from(self.resume_text)
+        live.note("started", f"{message.provider} · {message.model}")
+        if self.start.claim.resumed:
+            live.note(
+                "takeover", f"continues from {len(self.resume_text)} characters already shown"
+            )
+        live.seq = await livestate.live_reset(hub.redis, live.message_id, self.resume_text)
+        if self.start.streaming_event is not None:  # rendered with the claim: the bubble
+            streaming = {**self.start.streaming_event, "seq": live.seq, "reset": False}
+            await events.publish_state(hub.redis, group=live.group, event=streaming)
+        else:
+            await _publish_state(hub, live.group, message, seq=live.seq,
+                                 live_text=self.resume_text)  # fmt: skip
+        # The continuation's leading blanks would double the ones the cut-off text ends with,
+        # and what it repeats of the cut-off text (models often start again) is dropped. Text
+        # shown ends without blanks (they wait for the words after them): a continuation that
+        # starts a new sentence right after a full stop gets the space back.
+        self.joining = self.resume_text[-1:].isspace()
+        self.sentence_ended = self.resume_text[-1:] in (".", "!", "?", ":", ";")
+        self.repeats = RepeatTrimmer(self.resume_text)
+
+    async def request(self, adapter) -> ChatRequest:
+        """The request, with the history's summary first when it is long, and the format
+        the cheap model reads from the person's message when the rules were unsure."""
+        start, live = self.start, self.live
+        request, plan = start.request, start.summary_plan
+        if plan is not None:
+            summary = await summaries.ensure_summary(
+                plan, adapter=adapter, model=self.message.model, api_key=start.api_key,
+                base_url=start.base_url, auth=start.auth, redis=self.hub.redis,
+            )  # fmt: skip
+            request = await in_db_thread(request_for_reply)(
+                message=self.message, summary=summary, transcript=start.transcript
+            )
+        assert request is not None
+        if request.metadata.get("ask_intent") and self.message.turn_id:
+            intent = await intent_from_model(
+                turn_id=self.message.turn_id, text=request.metadata["ask_intent"],
+                adapter=adapter, api_key=start.api_key, base_url=start.base_url,
+                auth=start.auth, redis=self.hub.redis,
+            )  # fmt: skip
+            if intent:
+                request = with_format_rule(request, intent)
+                live.note("format", f"asked for {intent} (the cheap model's reading)")
+        elif request.metadata.get("format"):
+            live.note("format", f"asked for {request.metadata['format']}")
+        if request.metadata.get("cache_ttl"):
+            live.note("cache_ttl", request.metadata["cache_ttl"])
+        return request
+
+    async def consume(self) -> None:
+        """Stream the model's answer into the live reply until it ends (or the guard ends it)."""
+        start, live = self.start, self.live
+        adapter = get_adapter(self.message.provider)
+        request = await self.request(adapter)
+        released = self.message.turn_id is None
+        stream = converse(
+            adapter, request, api_key=start.api_key, base_url=start.base_url, auth=start.auth,
+            run_tool=self.run_tool, resume_text=self.resume_text,
+            result_item_chars=settings.PARLEY_TOOL_ITEM_CHARS,
+            result_round_chars=settings.PARLEY_TOOL_ROUND_CHARS,
+        )  # fmt: skip
+        async with asyncio.timeout(settings.PARLEY_REPLY_TIMEOUT_SECONDS), aclosing(stream):
+            async for event in stream:
+                if not released:  # the response has begun: staggered siblings may start
+                    released = True  # (beside the stream: its first text must not wait)
+                    self.hub.run_errand(self.release_siblings(), "start the rest of a stage")
+                if isinstance(event, TextDelta) and event.text:
+                    if self.first_token_at is None:
+                        self.first_token_at = time.monotonic()
+                        live.note("first_token")
+                    if self.take(self.repeats.feed(event.text)):
+                        live.note("guard", "began another participant's turn: stopped there")
+                        return  # it began another participant's turn: close the stream
+                elif isinstance(event, ToolCall | ToolResult):
+                    if self.take(self.repeats.finish()):
+                        return
+                    live.add_part(event)
+                    _note_tool(live, event)
+                    await self.show_tool_activity()
+                elif isinstance(event, Milestone):
+                    live.note(event.kind, event.detail)
+                elif isinstance(event, Usage):
+                    self.usage = event
+                elif isinstance(event, Stop):
+                    self.stop = event
+        if not self.take(self.repeats.finish()):
+            live.add(self.guard.finish().text)
+
+    def take(self, text: str) -> bool:
+        """Pass text on to the tabs; True once the guard ends the reply."""
+        text = text.lstrip() if self.joining else text
+        if not text:
+            return False
+        if self.sentence_ended and text[:1].isalnum():
+            text = " " + text
+        self.joining = self.sentence_ended = False
+        checked = self.guard.feed(text)
+        self.hub.text_arrived(self.live, first=self.live.add(checked.text))
+        return checked.ended
+
+    async def run_tool(self, call: ToolCall) -> str:
+        outcome = await in_db_thread(tools.run_tool)(self.setup.tool_context, call)
         if not isinstance(outcome, tools.McpCall):
             return outcome
         # An MCP server's tool: connected for this call, within its timeout; a server that
@@ -148,137 +248,72 @@ async def _stream_claimed(hub: StreamHub, start: ReplyStart, lease: str) -> None
             raise mcp_client.McpUnavailable(storable(text) or "The tool reported an error.")
         return storable(text)
 
-    async def show_tool_activity() -> None:
+    async def show_tool_activity(self) -> None:
         """Tool calls and results appear in the bubble while the reply goes on."""
+        live = self.live
         async with live.publishing:
-            await hub.flush_locked(live)
-            seq = await hub.state_seq(live)
-            message.content = live.content()
-            await _publish_state(hub, live.group, message, seq=seq, live_text=live.text)
+            await self.hub.flush_locked(live)
+            seq = await self.hub.state_seq(live)
+            self.message.content = live.content()
+            await _publish_state(self.hub, live.group, self.message, seq=seq, live_text=live.text)
 
-    def take(text: str) -> bool:
-        """Pass continuation text on to the tabs; True once the guard ends the reply."""
-        nonlocal joining, sentence_ended
-        text = text.lstrip() if joining else text
-        if not text:
-            return False
-        if sentence_ended and text[:1].isalnum():
-            text = " " + text
-        joining = sentence_ended = False
-        checked = guard.feed(text)
-        hub.text_arrived(live, first=live.add(checked.text))
-        return checked.ended
-
-    async def release_siblings() -> None:
+    async def release_siblings(self) -> None:
         # After the first text is out: starting the siblings holds the GIL for milliseconds.
-        await hub.flush(live)
-        await in_db_thread(orchestration.turn_release)(message_id=message.pk)
+        await self.hub.flush(self.live)
+        await in_db_thread(orchestration.turn_release)(message_id=self.message.pk)
 
-    async def consume() -> None:
-        nonlocal first_token_at, usage, api_key, stop
-        api_key, base_url = start.api_key, start.base_url
-        adapter = get_adapter(message.provider)
-        request, plan = start.request, start.summary_plan
-        if plan is not None:  # a long history: its summary first, then the request
-            summary = await summaries.ensure_summary(
-                plan, adapter=adapter, model=message.model, api_key=api_key,
-                base_url=base_url, auth=start.auth, redis=hub.redis,
-            )  # fmt: skip
-            request = await in_db_thread(request_for_reply)(
-                message=message, summary=summary, transcript=start.transcript
-            )
-        assert request is not None
-        if request.metadata.get("ask_intent") and message.turn_id:
-            intent = await intent_from_model(
-                turn_id=message.turn_id, text=request.metadata["ask_intent"], adapter=adapter,
-                api_key=api_key, base_url=base_url, auth=start.auth, redis=hub.redis,
-            )  # fmt: skip
-            if intent:
-                request = with_format_rule(request, intent)
-                live.note("format", f"asked for {intent} (the cheap model's reading)")
-        elif request.metadata.get("format"):
-            live.note("format", f"asked for {request.metadata['format']}")
-        if request.metadata.get("cache_ttl"):
-            live.note("cache_ttl", request.metadata["cache_ttl"])
-        released = message.turn_id is None
-        stream = converse(
-            adapter, request, api_key=api_key, base_url=base_url, auth=start.auth,
-            run_tool=run_tool, resume_text=resume_text,
-            result_item_chars=settings.PARLEY_TOOL_ITEM_CHARS,
-            result_round_chars=settings.PARLEY_TOOL_ROUND_CHARS,
-        )  # fmt: skip
-        async with asyncio.timeout(settings.PARLEY_REPLY_TIMEOUT_SECONDS), aclosing(stream):
-            async for event in stream:
-                if not released:  # the response has begun: staggered siblings may start
-                    released = True  # (beside the stream: its first text must not wait)
-                    hub.run_errand(release_siblings(), "start the rest of a staggered stage")
-                if isinstance(event, TextDelta) and event.text:
-                    if first_token_at is None:
-                        first_token_at = time.monotonic()
-                        live.note("first_token")
-                    if take(repeats.feed(event.text)):
-                        live.note("guard", "began another participant's turn: stopped there")
-                        return  # it began another participant's turn: close the stream
-                elif isinstance(event, ToolCall | ToolResult):
-                    if take(repeats.finish()):
-                        return
-                    live.add_part(event)
-                    _note_tool(live, event)
-                    await show_tool_activity()
-                elif isinstance(event, Milestone):
-                    live.note(event.kind, event.detail)
-                elif isinstance(event, Usage):
-                    usage = event
-                elif isinstance(event, Stop):
-                    stop = event
-        if not take(repeats.finish()):
-            live.add(guard.finish().text)
-
-    status, error, timed_out = MessageStatus.DONE, "", False
-    live.stream_task = asyncio.ensure_future(consume())
-    await hub.attach(live)
-    try:
-        await live.stream_task
-    except asyncio.CancelledError:
-        if not live.stream_task.cancelled():
-            raise  # the hub itself is being cancelled
-        status = MessageStatus.INTERRUPTED
-        if live.handed_over and not live.lease_lost:
+    async def stream(self) -> tuple[str, str, bool] | None:
+        """Run `consume` as the task an interrupt cancels: (status, error, timed out), or None
+        when the reply is no longer this run's to end (handed over, or taken over)."""
+        hub, live = self.hub, self.live
+        status, error, timed_out = MessageStatus.DONE, "", False
+        live.stream_task = asyncio.ensure_future(self.consume())
+        await hub.attach(live)
+        try:
+            await live.stream_task
+        except asyncio.CancelledError:
+            if not live.stream_task.cancelled():
+                raise  # the hub itself is being cancelled
+            status = MessageStatus.INTERRUPTED
+            if live.handed_over and not live.lease_lost:
+                hub.detach(live)
+                await hub.give_back(live)
+                return None
+        except ProviderError as exc:  # providers quote keys back (401 bodies do): never kept
+            status, error = MessageStatus.ERROR, scrub(str(exc), self.start.api_key)
+            timed_out = exc.error_type == "timeout" or exc.status in (408, 504)
+        except TimeoutError:
+            status, timed_out = MessageStatus.ERROR, True
+            error = f"The reply took longer than {settings.PARLEY_REPLY_TIMEOUT_SECONDS} s."
+        except Exception:
+            logger.exception("Reply %s failed unexpectedly", live.message_id)
+            status, error = MessageStatus.ERROR, "The reply failed unexpectedly; try again."
+        finally:
             hub.detach(live)
-            await hub.give_back(live)
-            return
-    except ProviderError as exc:  # providers quote keys back (401 bodies do): never kept
-        status, error = MessageStatus.ERROR, scrub(str(exc), api_key)
-        timed_out = exc.error_type == "timeout" or exc.status in (408, 504)
-    except TimeoutError:
-        status, timed_out = MessageStatus.ERROR, True
-        error = f"The reply took longer than {settings.PARLEY_REPLY_TIMEOUT_SECONDS} s."
-    except Exception:
-        logger.exception("Reply %s failed unexpectedly", live.message_id)
-        status, error = MessageStatus.ERROR, "The reply failed unexpectedly; try again."
-    finally:
-        hub.detach(live)
-    if live.lease_lost:
-        return  # the run that took this reply over settles it
+        if live.lease_lost:
+            return None  # the run that took this reply over settles it
+        return status, error, timed_out
 
-    await hub.flush(live)
-    recorded = usage.as_dict()
-    if repeats.trimmed:  # kept with the reply's usage: how often models restart their answer
-        recorded["repeat_trimmed_chars"] = repeats.trimmed
-        live.note("trimmed", f"{repeats.trimmed} repeated characters dropped")
-        logger.info("Reply %s: dropped %d repeated characters after a takeover",
-                    live.message_id, repeats.trimmed)  # fmt: skip
-    ended = error[:200] if error else stop.reason if status == MessageStatus.DONE else ""
-    live.note(status, ended)
-    ttft_ms = int((first_token_at - started) * 1000) if first_token_at else None
-    duration_ms = int((time.monotonic() - started) * 1000)
-    await _settle(
-        hub, live, message, status=status, error=error,
-        usage=recorded,
-        ttft_ms=ttft_ms, duration_ms=duration_ms,
-        stop_reason=TIMED_OUT if timed_out else stop.reason if status == MessageStatus.DONE else "",
-        continuations=stop.continuations, log=live.log,
-    )  # fmt: skip
+    async def settle(self, status: str, error: str, timed_out: bool) -> None:
+        """Publish the last text, then store and show the reply's final state."""
+        live, stop = self.live, self.stop
+        await self.hub.flush(live)
+        recorded = self.usage.as_dict()
+        if self.repeats.trimmed:  # kept with the usage: how often models restart their answer
+            recorded["repeat_trimmed_chars"] = self.repeats.trimmed
+            live.note("trimmed", f"{self.repeats.trimmed} repeated characters dropped")
+            logger.info("Reply %s: dropped %d repeated characters after a takeover",
+                        live.message_id, self.repeats.trimmed)  # fmt: skip
+        done = status == MessageStatus.DONE
+        live.note(status, error[:200] if error else stop.reason if done else "")
+        first = self.first_token_at
+        await _settle(
+            self.hub, live, self.message, status=status, error=error, usage=recorded,
+            ttft_ms=int((first - self.started) * 1000) if first else None,
+            duration_ms=int((time.monotonic() - self.started) * 1000),
+            stop_reason=TIMED_OUT if timed_out else stop.reason if done else "",
+            continuations=stop.continuations, log=live.log,
+        )  # fmt: skip
 
 
 def _note_tool(live: LiveReply, event: ToolCall | ToolResult) -> None:
