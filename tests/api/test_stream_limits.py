@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import time
 
 import httpx
 import pytest
@@ -47,6 +48,13 @@ async def _open_streams(url: str, headers: dict, count: int, opened: asyncio.Eve
     return snapshots
 
 
+async def timed(client: httpx.AsyncClient, url: str, **kwargs) -> tuple[int, float]:
+    """A GET's status and how long it took (ms), printed as the figure, never asserted."""
+    started = time.monotonic()
+    status = (await client.get(url, **kwargs)).status_code
+    return status, (time.monotonic() - started) * 1000
+
+
 def test_fifty_open_streams_leave_a_deployed_process_answering(alice, alice_thread, tmp_path):
     """A daphne as deployed (its own process, the default pool of 16 on PostgreSQL): 50 streams
     open at once, an API call and a page answer while they are open and once they closed."""
@@ -70,21 +78,28 @@ def test_fifty_open_streams_leave_a_deployed_process_answering(alice, alice_thre
             # Well under the pool's 30 s wait: a starved pool fails these.
             async with httpx.AsyncClient(timeout=10) as other:
                 during = [
-                    (await other.get(f"{web.url}/api/v1/sessions", headers=headers)).status_code,
-                    (await other.get(f"{web.url}/login/")).status_code,
+                    await timed(other, f"{web.url}/api/v1/sessions", headers=headers),
+                    await timed(other, f"{web.url}/login/"),
                 ]
             done.set()
             count = await streams
             async with httpx.AsyncClient(timeout=10) as other:
                 after = [
-                    (await other.get(f"{web.url}/api/v1/sessions", headers=headers)).status_code,
-                    (await other.get(f"{web.url}/login/")).status_code,
+                    await timed(other, f"{web.url}/api/v1/sessions", headers=headers),
+                    await timed(other, f"{web.url}/login/"),
                 ]
                 # The web process's access log keeps an invite link's token out (item 8).
                 await other.get(f"{web.url}/join/InviteSecret4242/")
             return count, during, after
 
         count, during, after = asyncio.run(scenario())
+        (api_open, page_open), (api_after, page_after) = (
+            [t for _, t in during],
+            [t for _, t in after],
+        )
+        print(f"50 open streams: API call / page in {api_open:.0f} / {page_open:.0f} ms while "
+              f"open, {api_after:.0f} / {page_after:.0f} ms after")  # fmt: skip
+        during, after = [status for status, _ in during], [status for status, _ in after]
         assert count == 50
         assert during == [200, 200] and after == [200, 200], topology.logs()
         assert "PoolTimeout" not in web.output() and "Traceback" not in web.output()
@@ -155,6 +170,7 @@ def test_access_taken_away_ends_an_open_stream(how, alice, bob, alice_session, a
         kind, _, _ = next(events(lines, until=lambda k, d: True))
         assert kind == "snapshot"
         membership = Membership.objects.get(session=alice_session, user=bob)
+        taken_away = time.monotonic()
         if how == "removed":
             member_remove(membership=membership, by=alice)
         elif how == "left":
@@ -162,6 +178,8 @@ def test_access_taken_away_ends_an_open_stream(how, alice, bob, alice_session, a
         else:
             token_revoke(token=token)
         assert _ends(lines) == "end"
+        print(f"access {how}: the open stream ended "
+              f"{(time.monotonic() - taken_away) * 1000:.0f} ms later")  # fmt: skip
         assert list(lines) == []  # and the server closed it
     # Coming back is refused as well.
     again = httpx.get(
