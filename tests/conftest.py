@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import faulthandler
 import threading
 import time
@@ -22,6 +23,65 @@ pytest_plugins = ["tests.connectors.fixtures"]
 def pytest_collection_modifyitems(items):
     """Browser tests last: Playwright's sync API leaves an event loop in the main thread."""
     items.sort(key=lambda item: item.get_closest_marker("browser") is not None)
+
+
+SHIPPED_DATA = (  # the data migrations' loaders, in their order
+    ("apps.roles.migrations.0002_default_assistant", "create_assistant"),
+    ("apps.roles.migrations.0004_default_role_pack", "load_default_pack"),
+    ("apps.roles.migrations.0006_shipped_output_rules", "fill_output_rules"),
+    ("apps.providers.migrations.0003_shipped_prices", "ship"),
+)
+
+
+_loop_marks: dict[str, asyncio.AbstractEventLoop] = {}
+
+
+@pytest.hookimpl(hookwrapper=True, tryfirst=True)
+def pytest_runtest_setup(item):
+    """Between its calls, Playwright's sync API marks its own loop as the main thread's running
+    loop (its wait_for_future). A parallel worker runs the browser files it is given between
+    other files, whose asyncio.run and async_to_sync would then refuse to start, and whose
+    database connection would differ from one fixture to the next (Django keeps one per async
+    context while a loop runs). Take the mark off before any fixture of a test that is not a
+    browser test, and put it back after its last (see the teardown below)."""
+    left = asyncio._get_running_loop()
+    if left is not None and item.get_closest_marker("browser") is None:
+        _loop_marks[item.nodeid] = left
+        asyncio._set_running_loop(None)
+    yield
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_teardown(item, nextitem):
+    """A transactional test ends with a flush that takes what the data migrations loaded (the
+    film crew, the shipped prices). Run alone, the suite puts those tests after the others; a
+    parallel worker runs whole files in the order it gets them, so load the data again."""
+    yield
+    try:
+        if nextitem is not None and _flushes_the_database(item):  # None: the database is gone
+            _load_shipped_data(item.config)
+    finally:
+        left = _loop_marks.pop(item.nodeid, None)
+        if left is not None:
+            asyncio._set_running_loop(left)
+
+
+def _flushes_the_database(item) -> bool:
+    marker = item.get_closest_marker("django_db")
+    return bool(marker is not None and marker.kwargs.get("transaction")) or (
+        "transactional_db" in getattr(item, "fixturenames", ())
+    )
+
+
+def _load_shipped_data(config) -> None:
+    import importlib
+
+    from django.apps import apps as django_apps
+    from pytest_django.plugin import blocking_manager_key
+
+    with config.stash[blocking_manager_key].unblock():
+        for module, loader in SHIPPED_DATA:
+            getattr(importlib.import_module(module), loader)(django_apps, None)
 
 
 @pytest.fixture(autouse=True)

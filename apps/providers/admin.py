@@ -2,7 +2,7 @@ from django import forms
 from django.contrib import admin
 from django.core.exceptions import ValidationError
 
-from apps.providers.models import Credential, ModelPrice, ModelReads
+from apps.providers.models import Credential, ModelPrice, ModelReads, ReadsSource
 from apps.providers.services import credential_checked
 
 
@@ -73,10 +73,16 @@ class ModelPriceAdmin(admin.ModelAdmin):
 
 @admin.register(ModelReads)
 class ModelReadsAdmin(admin.ModelAdmin):
-    """Where a provider's description guesses wrong about what a model reads (images, PDFs);
-    a name also covers the models it starts."""
+    """What models read (images, PDFs): rows the providers' model lists gave, and the admin's
+    own where a list is silent or wrong. A row the admin saves is the admin's from then on
+    (a later listing leaves it alone); an admin's name also covers the models it starts."""
 
-    list_display = ["model", "provider", "images", "pdfs", "updated_at"]
+    list_display = ["model", "provider", "images", "pdfs", "source", "updated_at"]
     list_editable = ["images", "pdfs"]
-    list_filter = ["provider"]
+    list_filter = ["provider", "source"]
+    readonly_fields = ["source"]
     search_fields = ["model"]
+
+    def save_model(self, request, obj, form, change):
+        obj.source = ReadsSource.ADMIN
+        super().save_model(request, obj, form, change)

@@ -65,6 +65,15 @@ class Reads:
 
 
 @dataclass(frozen=True)
+class ListedModel:
+    """A model as its provider's model list gives it; `reads` when the list says what the
+    model reads (Anthropic's capabilities, OpenRouter's input modalities), else None."""
+
+    name: str
+    reads: Reads | None = None
+
+
+@dataclass(frozen=True)
 class ProviderDescription:
     kind: str  # stored on credentials and messages
     label: str  # shown to people ("OpenRouter")

@@ -96,15 +96,23 @@ class ModelPrice(models.Model):
         return f"{self.model} ({self.get_provider_display()})"
 
 
+class ReadsSource(models.TextChoices):
+    LISTED = "listed", "the provider's model list"
+    ADMIN = "admin", "set by an admin"
+
+
 class ModelReads(models.Model):
-    """What a model reads besides text, set by the admin where its provider's description
-    guesses wrong (a local vision model, a new release). `model` also covers the models whose
-    names start with it; the longest match wins over the description."""
+    """What a model reads besides text. Rows come from the provider's model list where it says
+    (Anthropic's capabilities, OpenRouter's modalities), kept fresh each time the list is read,
+    or from the admin where the list is silent or wrong (a local vision model, a new release).
+    An admin's `model` also covers the models whose names start with it; the longest match
+    wins over the list, and the list over the description."""
 
     provider = models.CharField(max_length=32, choices=provider_choices)
     model = models.CharField(max_length=120)
     images = models.BooleanField(default=False)
     pdfs = models.BooleanField("PDFs", default=False)
+    source = models.CharField(max_length=8, choices=ReadsSource, default=ReadsSource.ADMIN)
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:

@@ -3,7 +3,7 @@
 from django.db.models import QuerySet
 
 from apps.providers.description import Reads
-from apps.providers.models import Credential, ModelReads
+from apps.providers.models import Credential, ModelReads, ReadsSource
 from apps.providers.registry import describe
 
 
@@ -14,11 +14,15 @@ def credentials_for_user(*, user) -> QuerySet[Credential]:
 
 
 def model_reads(*, provider: str, model: str) -> Reads:
-    """What `model` of `provider` reads besides text: the admin's setting for it (the longest
-    matching name) when there is one, else the provider's description."""
-    overrides = ModelReads.objects.filter(provider=provider).values_list("model", "images", "pdfs")
-    matches = [row for row in overrides if model.startswith(row[0])]
-    if matches:
-        _, images, pdfs = max(matches, key=lambda row: len(row[0]))
+    """What `model` of `provider` reads besides text: the admin's setting (the longest
+    matching name) when there is one, else what the provider's model list said of exactly this
+    model, else the provider's description."""
+    rows = ModelReads.objects.filter(provider=provider).values_list(
+        "model", "source", "images", "pdfs"
+    )
+    admin = [row for row in rows if row[1] == ReadsSource.ADMIN and model.startswith(row[0])]
+    listed = [row for row in rows if row[1] == ReadsSource.LISTED and row[0] == model]
+    if admin or listed:
+        _, _, images, pdfs = max(admin, key=lambda row: len(row[0])) if admin else listed[0]
         return Reads(images=images, pdfs=pdfs)
     return describe(provider).reads_for(model)

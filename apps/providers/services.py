@@ -12,8 +12,8 @@ from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
 
 from apps.providers import crypto
-from apps.providers.description import ProviderDescription
-from apps.providers.models import AuthStyle, Credential
+from apps.providers.description import ListedModel, ProviderDescription
+from apps.providers.models import AuthStyle, Credential, ModelReads, ReadsSource
 from apps.providers.registry import describe, get_adapter
 from apps.providers.types import ProviderError
 
@@ -152,8 +152,35 @@ def credential_test(*, credential: Credential) -> CredentialCheck:
             message = "The server answered, but not as this provider: check the base URL."
         logger.info("Credential %s failed its test: %s", credential.public_id, message)
         return CredentialCheck(False, message, [])
-    cache.set(_models_cache_key(credential), models, MODELS_CACHE_SECONDS)
-    return CredentialCheck(True, f"Connected: {len(models)} models available.", models)
+    names = [model.name for model in models]
+    models_reads_listed(provider=credential.provider, models=models)
+    cache.set(_models_cache_key(credential), names, MODELS_CACHE_SECONDS)
+    return CredentialCheck(True, f"Connected: {len(names)} models available.", names)
+
+
+def models_reads_listed(*, provider: str, models: list[ListedModel]) -> None:
+    """Keep what a provider's model list says its models read (where it says), beside and
+    below the admin's settings, which it never changes."""
+    said = {model.name: model.reads for model in models if model.reads is not None}
+    if not said:
+        return
+    admin_set = set(
+        ModelReads.objects.filter(
+            provider=provider, model__in=said, source=ReadsSource.ADMIN
+        ).values_list("model", flat=True)
+    )
+    rows = [
+        ModelReads(provider=provider, model=name[:120], images=reads.images, pdfs=reads.pdfs,
+                   source=ReadsSource.LISTED)
+        for name, reads in said.items()
+        if name not in admin_set
+    ]  # fmt: skip
+    ModelReads.objects.bulk_create(
+        rows,
+        update_conflicts=True,
+        unique_fields=["provider", "model"],
+        update_fields=["images", "pdfs", "updated_at"],
+    )
 
 
 def _models_cache_key(credential: Credential) -> str:

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
+
+if TYPE_CHECKING:
+    from apps.providers.description import ListedModel
 
 # Canonical content parts are plain dicts so they serialise straight into Message.content:
 #   {"type": "text", "text": str}
@@ -194,6 +197,7 @@ class ProviderAdapter(Protocol):
 
     async def list_models(
         self, *, api_key: str = "", base_url: str = "", auth: Auth = NO_AUTH
-    ) -> list[str]:
-        """The provider's model ids; raise ProviderError when the call fails."""
+    ) -> list[ListedModel]:
+        """The provider's models (with what each reads, where its list says so); raise
+        ProviderError when the call fails."""
         ...

@@ -1350,22 +1350,27 @@
     } catch (err) { /* storage refused: the notification's tag still folds duplicates */ }
     return false;
   }
+  // The page says which notice it last decided on (shown or left to another tab), so a test
+  // can wait for every tab's decision instead of for a while.
+  function decided(key) { notices.dataset.decided = key; }
   function once(key, show) {
-    if (!navigator.locks) { if (!claimedBefore(key)) show(); return; }
+    if (!navigator.locks) { if (!claimedBefore(key)) show(); decided(key); return; }
     navigator.locks.request("parley-notify:" + key, { ifAvailable: true }, function (lock) {
-      if (!lock || claimedBefore(key)) return undefined;
-      show();
-      return new Promise(function (release) { setTimeout(release, 10000); });
+      const mine = lock && !claimedBefore(key);
+      if (mine) show();
+      decided(key);
+      return mine ? new Promise(function (release) { setTimeout(release, 10000); }) : undefined;
     });
   }
   function notify(notice) {
     const chat = document.getElementById("chat");
     const here = chat ? chat.dataset.session : "";
-    if (!supported || Notification.permission !== "granted") return;
+    const key = notice.thread + ":" + notice.seq;
+    if (!supported || Notification.permission !== "granted") return decided(key);
     const thread = chat ? chat.dataset.thread : "";
     // The person is looking at it (a mention of them: only when it is the very thread).
-    if (!document.hidden && notice.session === here && (!notice.always || notice.thread === thread)) return;
-    once(notice.thread + ":" + notice.seq, function () {
+    if (!document.hidden && notice.session === here && (!notice.always || notice.thread === thread)) return decided(key);
+    once(key, function () {
       const shown = new Notification(notice.title, { body: notice.body, tag: "parley-" + notice.thread });
       shown.onclick = function () {
         window.focus();

@@ -156,6 +156,8 @@ def test_export_as_a_self_contained_html_page(chat, fast_demo, tmp_path):
     expect(chat.get_by_role("article", name="Assistant")).to_contain_text("Demo reply")
 
 
+# A page has decided on the last notice it heard (notified, or left it to another tab).
+DECIDED = "!!document.getElementById('turn-notices').dataset.decided"
 RECORD_NOTIFICATIONS = """
     window.__notifications = [];
     window.__notificationBodies = [];
@@ -235,8 +237,8 @@ def test_a_turn_that_finishes_while_you_are_on_another_session_notifies_once_liv
             "window.__notifications"
         )
 
-    sessions_page.wait_for_function("!!localStorage.getItem('parley-notified')")
-    chat.wait_for_timeout(500)  # the other tab has had the same notice by now
+    for page in (chat, sessions_page):  # each tab has decided: shown, or left to the other
+        page.wait_for_function(DECIDED, timeout=30_000)
     assert shown() == ["Assistant replied"]
     bodies = chat.evaluate("window.__notificationBodies") + sessions_page.evaluate(
         "window.__notificationBodies"
@@ -266,7 +268,8 @@ def test_tabs_that_hear_a_notice_at_the_same_moment_notify_once(chat):
             }, at - Date.now())""",
             [at, notice],
         )
-    chat.wait_for_timeout(2500)
+    for page in pages:
+        page.wait_for_function("document.getElementById('turn-notices').dataset.decided === 't:7'")
     shown = [title for page in pages for title in page.evaluate("window.__notifications")]
     assert shown == ["Director replied"]
 

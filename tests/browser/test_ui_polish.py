@@ -97,8 +97,12 @@ def test_the_thread_header_stays_in_view_with_a_one_line_summary(chat, fast_demo
     expect(line).to_contain_text("cache")
     expect(summary.get_by_text("Avg first token")).to_be_hidden()
     chat.evaluate("window.scrollTo(0, 0)")
+    chat.evaluate(  # the scroll's end, wherever it scrolls (the page or the transcript)
+        "window.__scrolled = new Promise(done => "
+        "document.addEventListener('scrollend', done, {once: true, capture: true}))"
+    )
     chat.mouse.wheel(0, 4000)
-    chat.wait_for_timeout(300)
+    chat.evaluate("window.__scrolled")
     expect(title).to_be_in_viewport()
     expect(new_chat).to_be_in_viewport()
     expect(chat.get_by_role("button", name="Files", exact=True)).to_be_in_viewport()

@@ -8,7 +8,7 @@ import anthropic
 
 from apps.providers.adapters.clients import client_key, client_scope
 from apps.providers.adapters.translate import to_anthropic
-from apps.providers.description import DescribedAdapter, ProviderDescription, Reads
+from apps.providers.description import DescribedAdapter, ListedModel, ProviderDescription, Reads
 from apps.providers.types import (
     NO_AUTH,
     RETRYABLE_STATUSES,
@@ -145,10 +145,20 @@ class AnthropicAdapter(DescribedAdapter):
 
     async def list_models(
         self, *, api_key: str = "", base_url: str = "", auth: Auth = NO_AUTH
-    ) -> list[str]:
+    ) -> list[ListedModel]:
         try:
             async with _client(api_key, base_url, auth, timeout=15) as client:
                 page = await client.models.list(limit=100)
         except anthropic.APIError as exc:
             raise _error(exc) from exc
-        return [model.id for model in page.data]
+        return [ListedModel(model.id, _listed_reads(model)) for model in page.data]
+
+
+def _listed_reads(model: anthropic.types.ModelInfo) -> Reads | None:
+    """What the model list's capabilities say the model reads (None on an older API)."""
+    capabilities = model.capabilities
+    if capabilities is None:
+        return None
+    image = getattr(capabilities, "image_input", None)
+    pdf = getattr(capabilities, "pdf_input", None)
+    return Reads(images=bool(image and image.supported), pdfs=bool(pdf and pdf.supported))

@@ -14,7 +14,7 @@ from dataclasses import replace
 
 from django.conf import settings
 
-from apps.providers.description import DescribedAdapter, ProviderDescription
+from apps.providers.description import DescribedAdapter, ListedModel, ProviderDescription
 from apps.providers.types import NO_AUTH, Auth, ChatRequest, Stop, StreamEvent, TextDelta, Usage
 
 TOKEN_PATTERN = re.compile(r"\s*\S{1,4}|\s+")
@@ -67,8 +67,8 @@ DESCRIPTION = ProviderDescription(
 class DemoAdapter(DescribedAdapter):
     async def list_models(
         self, *, api_key: str = "", base_url: str = "", auth: Auth = NO_AUTH
-    ) -> list[str]:
-        return list(self.fallback_models)
+    ) -> list[ListedModel]:
+        return [ListedModel(name) for name in self.fallback_models]
 
     async def stream(
         self, request: ChatRequest, *, api_key: str = "", base_url: str = "", auth: Auth = NO_AUTH

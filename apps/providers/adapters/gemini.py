@@ -10,7 +10,7 @@ from google.genai import errors, types
 
 from apps.providers.adapters.clients import client_key, client_scope
 from apps.providers.adapters.translate import to_gemini_contents
-from apps.providers.description import DescribedAdapter, ProviderDescription, Reads
+from apps.providers.description import DescribedAdapter, ListedModel, ProviderDescription, Reads
 from apps.providers.types import (
     NO_AUTH,
     RETRYABLE_STATUSES,
@@ -142,10 +142,13 @@ class GeminiAdapter(DescribedAdapter):
 
     async def list_models(
         self, *, api_key: str = "", base_url: str = "", auth: Auth = NO_AUTH
-    ) -> list[str]:
+    ) -> list[ListedModel]:
+        # Gemini's list does not say what a model reads: the description does.
         try:
             async with _client(api_key, base_url, timeout_ms=15_000).aio as client:
                 pager = await client.models.list()
-                return [(model.name or "").removeprefix("models/") async for model in pager]
+                return [
+                    ListedModel((model.name or "").removeprefix("models/")) async for model in pager
+                ]
         except Exception as exc:
             raise _error(exc) from exc

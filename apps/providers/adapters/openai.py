@@ -14,6 +14,7 @@ from apps.providers.adapters.clients import client_key, client_scope
 from apps.providers.adapters.translate import to_openai
 from apps.providers.description import (
     DescribedAdapter,
+    ListedModel,
     ProviderDescription,
     Reads,
     Setting,
@@ -256,13 +257,14 @@ class OpenAIAdapter(DescribedAdapter):
 
     async def list_models(
         self, *, api_key: str = "", base_url: str = "", auth: Auth = NO_AUTH
-    ) -> list[str]:
+    ) -> list[ListedModel]:
         try:
             async with self._client(api_key, base_url, auth, timeout=15) as client:
                 page = await client.models.list(extra_headers=_omitted(auth))
         except openai.APIError as exc:
             raise _error(exc, self.label) from exc
-        return sorted(model.id for model in page.data)
+        listed = [ListedModel(m.id, _listed_reads(m.model_extra or {})) for m in page.data]
+        return sorted(listed, key=lambda model: model.name)
 
 
 class OpenAICompatibleAdapter(OpenAIAdapter):
@@ -287,7 +289,21 @@ class AzureOpenAIAdapter(OpenAIAdapter):
 
     async def list_models(
         self, *, api_key: str = "", base_url: str = "", auth: Auth = NO_AUTH
-    ) -> list[str]:
+    ) -> list[ListedModel]:
         """The credential's deployment, once the resource has accepted the key."""
         await super().list_models(api_key=api_key, base_url=base_url, auth=auth)
-        return [auth.deployment] if auth.deployment else []
+        return [ListedModel(auth.deployment)] if auth.deployment else []
+
+
+def _listed_reads(extra: dict[str, Any]) -> Reads | None:
+    """What a model list entry says the model reads, where the server says it: OpenRouter's
+    `architecture.input_modalities` ("image", "file"), or a `capabilities` list with "vision"
+    (as Ollama's own API names it). OpenAI's own list says nothing: None."""
+    architecture = extra.get("architecture")
+    if isinstance(architecture, dict) and isinstance(architecture.get("input_modalities"), list):
+        modalities = architecture["input_modalities"]
+        return Reads(images="image" in modalities, pdfs="file" in modalities)
+    capabilities = extra.get("capabilities")
+    if isinstance(capabilities, list) and all(isinstance(c, str) for c in capabilities):
+        return Reads(images="vision" in capabilities)
+    return None

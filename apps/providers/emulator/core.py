@@ -100,6 +100,10 @@ class EmulatorCore:
             "openai": ["gpt-4.1", "gpt-4.1-mini"],
             "gemini": ["gemini-2.5-flash", "gemini-2.5-pro"],
         }
+        # What a listed model reads ("image", "file"), where its list says: Anthropic's list
+        # always does (as `capabilities`); an OpenAI-compatible list does for the models named
+        # here, in OpenRouter's shape (`architecture.input_modalities`); OpenAI's never does.
+        self.input_modalities: dict[str, list[str]] = {}
         self._lock = threading.Lock()
         self.url = ""
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -126,6 +130,7 @@ class EmulatorCore:
             self.requests.clear()
             self.listings.clear()
             self.cache.clear()
+            self.input_modalities.clear()
 
     def _take_script(self, provider: str, raw_body: str) -> Script:
         with self._lock:
@@ -250,6 +255,19 @@ class EmulatorCore:
 
     # --- models ----------------------------------------------------------------------------
 
+    def _anthropic_capabilities(self, model: str) -> dict:
+        """A model's `capabilities` as Anthropic's list gives them (every key present)."""
+        reads = self.input_modalities.get(model, ["text", "image", "file"])
+        supported = {"image_input": "image" in reads, "pdf_input": "file" in reads}
+        flags = ("batch", "citations", "code_execution", "structured_outputs", "image_input",
+                 "pdf_input")  # fmt: skip
+        capabilities: dict = {name: {"supported": supported.get(name, True)} for name in flags}
+        capabilities["context_management"] = {"supported": True}
+        capabilities["effort"] = {"supported": False}
+        capabilities["server_tools"] = {"supported": False}
+        capabilities["thinking"] = {"supported": True}
+        return capabilities
+
     async def list_models(self, request: web.Request) -> web.Response:
         with self._lock:
             self.listings.append(
@@ -276,9 +294,10 @@ class EmulatorCore:
             )
         if "anthropic-version" in request.headers:
             data = [
-                {"type": "model", "id": m, "display_name": m, "created_at": "2026-01-01T00:00:00Z"}
+                {"type": "model", "id": m, "display_name": m, "created_at": "2026-01-01T00:00:00Z",
+                 "lifecycle": "active", "capabilities": self._anthropic_capabilities(m)}
                 for m in self.models["anthropic"]
-            ]
+            ]  # fmt: skip
             return web.json_response(
                 {
                     "data": data,
@@ -292,6 +311,11 @@ class EmulatorCore:
                 "object": "list",
                 "data": [
                     {"id": m, "object": "model", "created": 0, "owned_by": "emulator"}
+                    | (
+                        {"architecture": {"input_modalities": self.input_modalities[m]}}
+                        if m in self.input_modalities
+                        else {}
+                    )
                     for m in self.models["openai"]
                 ],
             }
