@@ -51,8 +51,14 @@ $(NODE_STAMP): tests/node/package.json tests/node/package-lock.json
 	npm ci --prefix tests/node --no-audit --no-fund --loglevel=error
 	@touch $@
 
+# The suite runs side by side in PYTEST_WORKERS processes (pytest-xdist; each with its own
+# database, Redis database, ports, workspace folder and browser): one more than the cores,
+# since its tests wait on servers, workers and browsers as much as they compute. An idle
+# process takes tests from a busy one's share. PYTEST_WORKERS=0 runs it in this process.
+PYTEST_WORKERS ?= 3
+
 test: setup browser node lint
-	$(PY) -m pytest $(PYTEST_ARGS)
+	$(PY) -m pytest -n $(PYTEST_WORKERS) --dist worksteal $(PYTEST_ARGS)
 
 # Benchmarks print ratios measured side by side in one run (see bench/).
 bench: setup

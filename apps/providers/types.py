@@ -4,10 +4,9 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal, Protocol
+from typing import Any, Literal, Protocol
 
-if TYPE_CHECKING:
-    from apps.providers.description import ListedModel
+from apps.providers.description import ListedModel
 
 # Canonical content parts are plain dicts so they serialise straight into Message.content:
 #   {"type": "text", "text": str}

@@ -37,7 +37,7 @@ from apps.chat.council.replies import replies_hand_over
 from apps.chat.display import events
 from apps.chat.live.publisher import LiveReply
 from apps.chat.records.replies import replies_checkpoint
-from apps.providers.adapters.clients import keep_clients_for
+from apps.providers.adapters.clients import close_kept_clients, keep_clients_for
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -162,6 +162,7 @@ class StreamHub:
             for service in self._services:
                 service.cancel()
             await asyncio.gather(*self._services, return_exceptions=True)
+            await close_kept_clients()
             wound_down.set()
             self.loop.stop()
 

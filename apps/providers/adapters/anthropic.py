@@ -6,7 +6,7 @@ from collections.abc import AsyncIterator
 
 import anthropic
 
-from apps.providers.adapters.clients import client_key, client_scope
+from apps.providers.adapters.clients import aiohttp_transport, client_key, client_scope
 from apps.providers.adapters.translate import to_anthropic
 from apps.providers.description import DescribedAdapter, ListedModel, ProviderDescription, Reads
 from apps.providers.types import (
@@ -43,7 +43,15 @@ def _client(
     api_key: str, base_url: str, auth: Auth, timeout: float = 120
 ) -> anthropic.AsyncAnthropic:
     # Retries are ours (calls.py): only before any text was shown, honouring retry-after.
-    options: dict = {"base_url": base_url or None, "max_retries": 0, "timeout": timeout}
+    options: dict = {
+        "base_url": base_url or None,
+        "max_retries": 0,
+        "timeout": timeout,
+        # The SDK's aiohttp transport, over the worker loop's shared session where it has one.
+        "http_client": anthropic.DefaultAioHttpClient(
+            timeout=timeout, transport=aiohttp_transport()
+        ),
+    }
     if auth.headers:
         options["default_headers"] = dict(auth.headers)
     if auth.style == "bearer":  # a gateway in front of the API: Authorization: Bearer …

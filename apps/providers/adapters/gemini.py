@@ -8,7 +8,7 @@ from collections.abc import AsyncIterator
 from google import genai
 from google.genai import errors, types
 
-from apps.providers.adapters.clients import client_key, client_scope
+from apps.providers.adapters.clients import aiohttp_session, client_key, client_scope
 from apps.providers.adapters.translate import to_gemini_contents
 from apps.providers.description import DescribedAdapter, ListedModel, ProviderDescription, Reads
 from apps.providers.types import (
@@ -33,7 +33,10 @@ FINISH_REASONS: dict[str, StopReason] = {
 
 
 def _client(api_key: str, base_url: str, timeout_ms: int = 120_000) -> genai.Client:
-    options = types.HttpOptions(timeout=timeout_ms, base_url=base_url or None)
+    # The SDK speaks aiohttp itself; in a worker loop, over the loop's shared session.
+    options = types.HttpOptions(
+        timeout=timeout_ms, base_url=base_url or None, aiohttp_client=aiohttp_session()
+    )
     return genai.Client(api_key=api_key or "missing", http_options=options)
 
 

@@ -10,7 +10,7 @@ import httpx2
 import openai
 import orjson
 
-from apps.providers.adapters.clients import client_key, client_scope
+from apps.providers.adapters.clients import aiohttp_transport, client_key, client_scope
 from apps.providers.adapters.translate import to_openai
 from apps.providers.description import (
     DescribedAdapter,
@@ -207,6 +207,7 @@ class OpenAIAdapter(DescribedAdapter):
             default_headers=headers or None,
             max_retries=0,
             timeout=timeout,
+            http_client=_http_client(timeout),
         )
 
     async def stream(
@@ -285,6 +286,7 @@ class AzureOpenAIAdapter(OpenAIAdapter):
             api_version=auth.api_version or AZURE_API_VERSION,
             max_retries=0,
             timeout=timeout,
+            http_client=_http_client(timeout),
         )
 
     async def list_models(
@@ -307,3 +309,8 @@ def _listed_reads(extra: dict[str, Any]) -> Reads | None:
     if isinstance(capabilities, list) and all(isinstance(c, str) for c in capabilities):
         return Reads(images="vision" in capabilities)
     return None
+
+
+def _http_client(timeout: float) -> openai.DefaultAioHttpClient:
+    """The SDK's aiohttp transport: over the worker loop's shared session where it has one."""
+    return openai.DefaultAioHttpClient(timeout=timeout, transport=aiohttp_transport())
