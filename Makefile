@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: run test setup lint format browser node bench clean
+.PHONY: run test suite setup lint format browser node bench clean
 
 setup: $(STAMP)
 
@@ -57,7 +57,12 @@ $(NODE_STAMP): tests/node/package.json tests/node/package-lock.json
 # process takes tests from a busy one's share. PYTEST_WORKERS=0 runs it in this process.
 PYTEST_WORKERS ?= 3
 
-test: setup browser node lint
+# The linters (mypy's minutes, on a fresh clone) run beside the suite, not before it; each
+# one's lines come whole as they are written, and either failing fails `make test`.
+test: setup browser node
+	@$(MAKE) --no-print-directory -j2 --output-sync=line lint suite
+
+suite: setup browser node
 	$(PY) -m pytest -n $(PYTEST_WORKERS) --dist worksteal $(PYTEST_ARGS)
 
 # Benchmarks print ratios measured side by side in one run (see bench/).

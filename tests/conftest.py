@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import faulthandler
+import itertools
+import os
 import threading
 import time
 
@@ -21,8 +23,29 @@ pytest_plugins = ["tests.connectors.fixtures"]
 
 @pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(items):
-    """Browser tests last: Playwright's sync API leaves an event loop in the main thread."""
+    """Browser tests last (in one process, the rest never meets Playwright's loop); in a
+    parallel run, the slow tests spread over the processes' first places."""
     items.sort(key=lambda item: item.get_closest_marker("browser") is not None)
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT") or 0)
+    if workers > 1:
+        items[:] = slow_first_in_each_share(items, workers)
+
+
+def slow_first_in_each_share(items: list, workers: int) -> list:
+    """pytest-xdist's worksteal hands process k the k-th of `workers` contiguous shares of
+    the list (sized as it sizes them) and lets idle ones take from busy ones' ends. Put the
+    slow tests at the front of the shares in turn, so they all start at once, one per process,
+    instead of one after another where the list happened to put them."""
+    slow = [item for item in items if item.get_closest_marker("slow")]
+    rest = iter([item for item in items if not item.get_closest_marker("slow")])
+    ordered: list = []
+    left = len(items)
+    for share in range(workers):
+        size = left // (workers - share)
+        left -= size
+        mine = slow[share::workers]
+        ordered += mine + list(itertools.islice(rest, max(size - len(mine), 0)))
+    return ordered + list(rest)
 
 
 SHIPPED_DATA = (  # the data migrations' loaders, in their order

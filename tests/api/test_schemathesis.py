@@ -23,6 +23,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 SCHEMATHESIS = Path(sys.executable).parent / "schemathesis"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("scope", ["read", "post"])
 def test_schemathesis_finds_nothing(
     scope, alice, alice_thread, asgi_server, fast_demo, monkeypatch, tmp_path

@@ -125,6 +125,7 @@ def streaming_worker(topology: Topology):
     return next(c for c in topology.children if RECEIVED.search(c.output()))
 
 
+@pytest.mark.slow
 def test_a_killed_worker_s_reply_is_taken_over_and_goes_on_without_a_lost_or_repeated_word(
     alice, numbered_thread, emulator, topology
 ):

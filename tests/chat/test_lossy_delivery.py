@@ -102,6 +102,7 @@ async def converge(tabs, replies, timeout: float = 90) -> None:
     await asyncio.gather(*(follow(*entry) for entry in tabs))
 
 
+@pytest.mark.slow
 async def test_every_tab_converges_when_every_seventh_push_is_lost(
     alice, alice_thread, celery_worker, settings, monkeypatch
 ):

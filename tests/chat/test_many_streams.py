@@ -27,6 +27,7 @@ def server_connections() -> int:
         return cursor.fetchone()[0]
 
 
+@pytest.mark.slow
 def test_two_hundred_concurrent_streams_on_one_worker_finish_exact(
     alice, alice_thread, celery_worker, settings
 ):

@@ -77,6 +77,7 @@ def stop_and_time(child: Child) -> float:
     return time.monotonic() - started
 
 
+@pytest.mark.slow
 def test_a_rolling_restart_under_50_streams_stalls_no_tab_and_keeps_every_word(
     alice, emulator, topology
 ):

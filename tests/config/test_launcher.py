@@ -51,6 +51,7 @@ def ignore_sigint() -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("stop", "background"),
     [([signal.SIGINT], False), ([signal.SIGINT, signal.SIGINT], False),
@@ -115,6 +116,7 @@ def cmdline(pid: int) -> str:
         return ""
 
 
+@pytest.mark.slow
 def test_the_launcher_restarts_a_child_that_dies_and_says_so(tmp_path):
     port = free_port()
     env = launcher_env(tmp_path, port)
@@ -188,6 +190,7 @@ def cpu_ms(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) * 1000 / os.sysconf("SC_CLK_TCK")
 
 
+@pytest.mark.slow
 def test_every_web_process_serves_the_port(tmp_path):
     """WEB_PROCESSES web servers share the port: the kernel spreads new connections over
     them, so each one serves a share of a burst of page loads."""
