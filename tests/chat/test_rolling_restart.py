@@ -32,7 +32,7 @@ STREAMS = 50
 STREAM_SECONDS = 60
 WORDS = "".join(f"w{n} " for n in range(1, STREAM_SECONDS * 40 + 1)).rstrip()
 # Deadlines that say a process stopped, a tab came back and the replies ended at all; the
-# figures (targets: 5 s still, settled within 10 s of the stream's own end) are printed.
+# figures (targets: 5 s still, settled within 10 s of the upstream's last word) are printed.
 MAX_STOP_SECONDS = 15.0
 MAX_STALL_SECONDS = 15.0
 MAX_SETTLE_LAG_SECONDS = 60.0
@@ -144,11 +144,16 @@ def test_a_rolling_restart_under_50_streams_stalls_no_tab_and_keeps_every_word(
     logs = topology.logs()
     stalls = sorted(max(tab.longest_stall.values(), default=0.0) for tab in tabs)
     settle_lag = max(settled_at.values()) - posted_at - STREAM_SECONDS
+    # The upstream (the emulator, in this process beside 50 tabs) may itself end late on a
+    # busy host: the lag that is Parley's is the last settle after the upstream's last word.
+    upstream_end = max(r.ended or 0.0 for r in emulator.requests)
     print(f"stops: {stops}; tab still p50 {stalls[len(stalls) // 2]:.2f} s, "
-          f"max {stalls[-1]:.2f} s; last settled {settle_lag:.1f} s after the stream's end; "
+          f"max {stalls[-1]:.2f} s; last settled {settle_lag:.1f} s after the stream's end, "
+          f"{max(settled_at.values()) - upstream_end:.1f} s after the upstream's last word "
+          f"(which came {upstream_end - posted_at - STREAM_SECONDS:.1f} s late); "
           f"closes {sum(len(tab.closes) for tab in tabs)}")  # fmt: skip
     assert all(took < MAX_STOP_SECONDS for took in stops.values()), (stops, logs)
-    assert settle_lag < MAX_SETTLE_LAG_SECONDS, logs
+    assert max(settled_at.values()) - upstream_end < MAX_SETTLE_LAG_SECONDS, logs
     for tab in tabs:
         reply = Message.objects.get(public_id=replies[tab.thread_id])
         assert (reply.status, reply.text) == (MessageStatus.DONE, WORDS), logs
