@@ -77,7 +77,12 @@ def _strings(value: Any) -> list[str]:
 
 
 class ClientGone(Exception):
-    pass
+    """The client hung up mid-stream (a stopped reply, a worker handing over): a provider
+    just stops writing, so the emulator ends the response quietly."""
+
+    def __init__(self, response: web.StreamResponse) -> None:
+        super().__init__("the client hung up")
+        self.response = response
 
 
 def estimate_tokens(value: Any) -> int:
@@ -169,7 +174,7 @@ class EmulatorCore:
         try:
             await response.write(frame.encode())
         except (ConnectionResetError, RuntimeError) as exc:
-            raise ClientGone from exc
+            raise ClientGone(response) from exc
 
     @staticmethod
     def _tokens(text: str, script: Script) -> list[str]:
@@ -226,7 +231,10 @@ class EmulatorCore:
                     script.retry_after,
                 )
             return await handler(request, body, script, record)
-        except (ClientGone, asyncio.CancelledError):
+        except ClientGone as gone:
+            record.closed_early = True
+            return gone.response
+        except asyncio.CancelledError:
             record.closed_early = True
             raise
         finally:
