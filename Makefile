@@ -57,10 +57,10 @@ $(NODE_STAMP): tests/node/package.json tests/node/package-lock.json
 # process takes tests from a busy one's share. PYTEST_WORKERS=0 runs it in this process.
 PYTEST_WORKERS ?= 3
 
-# The linters (mypy's minutes, on a fresh clone) run beside the suite, not before it; each
-# one's lines come whole as they are written, and either failing fails `make test`.
+# The linters (mypy's minutes, on a fresh clone) run beside the suite, not before it (their
+# few lines may land between the suite's progress dots); either failing fails `make test`.
 test: setup browser node
-	@$(MAKE) --no-print-directory -j2 --output-sync=line lint suite
+	@$(MAKE) --no-print-directory -j2 lint suite
 
 suite: setup browser node
 	$(PY) -m pytest -n $(PYTEST_WORKERS) --dist worksteal $(PYTEST_ARGS)

@@ -188,6 +188,10 @@ STATIC_URL = "static/"
 STATICFILES_DIRS = [BASE_DIR / "static"]
 STATIC_ROOT = VAR_DIR / "staticfiles"
 STATIC_ROOT.mkdir(parents=True, exist_ok=True)  # whitenoise warns on every start without it
+# Attachments' bytes, through Django's storage API: a deployment may switch "default" to
+# object storage (django-storages) without a change to Parley. Never served from MEDIA_URL:
+# every file goes out through a view that checks the room's access rules.
+MEDIA_ROOT = Path(env_str("PARLEY_MEDIA_ROOT", str(VAR_DIR / "media")))
 STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
     "staticfiles": {"BACKEND": "whitenoise.storage.CompressedStaticFilesStorage"},

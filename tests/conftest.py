@@ -109,8 +109,9 @@ def _load_shipped_data(config) -> None:
 
 @pytest.fixture(autouse=True)
 def workspace_root(settings, tmp_path):
-    """Every test's session workspaces live in its own temporary folder."""
+    """Every test's session workspaces and attachments live in its own temporary folder."""
     settings.PARLEY_WORKSPACE_ROOT = str(tmp_path / "workspaces")
+    settings.MEDIA_ROOT = str(tmp_path / "media")
     return tmp_path / "workspaces"
 
 

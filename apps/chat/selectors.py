@@ -7,11 +7,12 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from django.conf import settings
-from django.db.models import Q, QuerySet, Value
+from django.db.models import Max, Q, QuerySet, Value
 
 from apps.chat.access import Need, session_q, visible_to
 from apps.chat.models import (
     IN_FLIGHT,
+    Attachment,
     Message,
     MessageKind,
     QueuedMessage,
@@ -312,3 +313,26 @@ def message_block_text(message: Message) -> str:
             name = f" of {part['name']}" if part.get("name") else ""
             pieces.append(f"({label}{name}: {part.get('sent') or part.get('content', '')})")
     return "\n".join(pieces).strip()
+
+
+def attachments_bytes(*, session: Session) -> int:
+    """What a session's attachments take in its storage: each stored file once."""
+    distinct = (
+        Attachment.objects.filter(session=session)
+        .order_by()
+        .values("sha256")
+        .annotate(size=Max("size"))  # the same bytes have the same size
+    )
+    return sum(row["size"] for row in distinct)
+
+
+def attachments_for_user(*, user, need: Need) -> QuerySet[Attachment]:
+    """Attachments of the sessions `user` may reach for `need` that they may see: their own
+    (sent or still waiting in their composer), and those of messages they see (a whisper's
+    only by its audience)."""
+    seen = Q(message__isnull=False) & visible_to(user, "message__")
+    return (
+        Attachment.objects.filter(session_q(user, need, "session__"))
+        .filter(Q(owner=user) | seen)
+        .select_related("session")
+    )

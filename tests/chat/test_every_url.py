@@ -10,7 +10,8 @@ from django.test import Client
 from django.urls import reverse
 
 from apps.chat.council.posting import message_post
-from apps.chat.models import Message, MessageStatus, QueuedMessage, Session, Thread
+from apps.chat.models import Attachment, Message, MessageStatus, QueuedMessage, Session, Thread
+from apps.chat.records.attachments import attachment_add, attachments_send
 from apps.chat.records.sessions import session_workspace
 from apps.connectors.models import McpServer
 from apps.providers.services import credential_save
@@ -35,7 +36,13 @@ def world(alice, alice_thread, bob, charlie):
     ]
     session_workspace(alice_thread.session).write("notes.txt", b"harbour")
     server = McpServer.objects.create(owner=alice, name="mine", url="http://127.0.0.1:9/mcp")
+    attachment = attachment_add(
+        session=alice_thread.session, owner=alice, thread=alice_thread, name="plan.txt",
+        data=b"harbour plan",
+    )  # fmt: skip
+    attachments_send(message=posted.user_message, attachments=[attachment])
     return {
+        "attachment": attachment.public_id,
         "queued": [q.public_id for q in queued],
         "server": server.public_id,
         "thread": alice_thread.public_id,
@@ -56,6 +63,14 @@ def urls(w) -> list[tuple[str, str, dict, set[int]]]:
         ("get", reverse("chat:files_download", kwargs=files) + "?path=notes.txt", {}, {200}),
         ("post", reverse("chat:files_upload", kwargs=files), {}, {422}),
         ("post", reverse("chat:files_delete", kwargs=files), {"path": "notes.txt"}, {200}),
+        ("post", reverse("chat:attachments_upload", kwargs={"thread": t}), {}, {422}),
+        ("get", reverse("chat:attachment_file", kwargs={"attachment": w["attachment"]}), {}, {200}),
+        (
+            "post",
+            reverse("chat:attachment_remove", kwargs={"attachment": w["attachment"]}),
+            {},
+            {422},
+        ),  # sent: it stays with its message
         ("post", reverse("chat:message_continue", kwargs={"message": r}), {}, {204}),
         ("post", reverse("chat:message_new_chat", kwargs={"message": m}), {}, {200}),
         ("post", reverse("chat:message_unroute", kwargs={"message": m}), {}, {409}),
@@ -115,6 +130,7 @@ def client_for(user, *, csrf=False) -> Client:
 
 def snapshot():
     return (
+        list(Attachment.objects.order_by("pk").values_list("pk", "message_id")),
         list(QueuedMessage.objects.order_by("pk").values_list("pk", "text")),
         list(McpServer.objects.order_by("pk").values_list("pk", "name", "last_error")),
         list(Message.objects.order_by("pk").values_list("pk", "status", "content")),

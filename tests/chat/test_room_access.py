@@ -69,6 +69,9 @@ NEEDS = {
     "context_history": "own",
     "context_restore": "own",
     "thread_use_latest": "own",
+    "attachments_upload": "talk",
+    "attachment_file": "read",
+    "attachment_remove": "author",
 }
 ALLOWED = {"member": {"read", "talk"}, "viewer": {"read"}}
 

@@ -1,7 +1,8 @@
 """The chat app's tables: the conversation (sessions, threads, messages, turns), versioned
 persona and memory, and the shared room's models. Each module imports only the ones below it
-(`conversation` ← `context`, `rooms`); this package re-exports them all."""
+(`conversation` ← `attachments`, `context`, `rooms`); this package re-exports them all."""
 
+from apps.chat.models.attachments import Attachment, AttachmentKind
 from apps.chat.models.context import ContextKind, ContextVersion
 from apps.chat.models.conversation import (
     IN_FLIGHT,
@@ -45,6 +46,8 @@ __all__ = [
     "TIMED_OUT",
     "USER_SPEAKER",
     "AddressingMode",
+    "Attachment",
+    "AttachmentKind",
     "BudgetDay",
     "ContextKind",
     "ContextVersion",

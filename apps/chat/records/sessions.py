@@ -12,6 +12,7 @@ from apps.chat.display import events
 from apps.chat.models import ContextKind, ContextVersion, Session, SessionRole, Thread
 from apps.chat.records.context import context_save, thread_snapshot
 from apps.chat.records.text import clean_name, storable
+from apps.chat.selectors import attachments_bytes
 from apps.providers.models import Credential
 from apps.roles.models import Role
 from apps.roles.selectors import default_roles
@@ -187,8 +188,10 @@ def session_save_settings(*, session: Session, change: SettingsChange) -> Sessio
 
 def session_workspace(session: Session) -> Workspace:
     """The session's folder of files (created when first used)."""
+    # One quota for the session's files: the workspace's and its attachments.
+    quota = settings.PARLEY_WORKSPACE_QUOTA_MB * 1024 * 1024
     return Workspace(
         settings.PARLEY_WORKSPACE_ROOT,
         session.public_id.hex,
-        quota_bytes=settings.PARLEY_WORKSPACE_QUOTA_MB * 1024 * 1024,
+        quota_bytes=max(quota - attachments_bytes(session=session), 0),
     )

@@ -1,6 +1,13 @@
 from django.urls import path
 
-from apps.chat.web import context_views, files_views, rooms_views, turn_views, views
+from apps.chat.web import (
+    attachments_views,
+    context_views,
+    files_views,
+    rooms_views,
+    turn_views,
+    views,
+)
 
 app_name = "chat"
 
@@ -16,6 +23,17 @@ urlpatterns = [
     path("s/<uuid:session>/files/upload/", files_views.files_upload, name="files_upload"),
     path("s/<uuid:session>/files/download/", files_views.files_download, name="files_download"),
     path("s/<uuid:session>/files/delete/", files_views.files_delete, name="files_delete"),
+    path(
+        "t/<uuid:thread>/attachments/",
+        attachments_views.attachments_upload,
+        name="attachments_upload",
+    ),
+    path("a/<uuid:attachment>/", attachments_views.attachment_file, name="attachment_file"),
+    path(
+        "a/<uuid:attachment>/remove/",
+        attachments_views.attachment_remove,
+        name="attachment_remove",
+    ),
     path("s/<uuid:session>/room/", rooms_views.room_panel, name="room_panel"),
     path("s/<uuid:session>/room/add/", rooms_views.room_add, name="room_add"),
     path("s/<uuid:session>/room/invite/", rooms_views.room_invite, name="room_invite"),

@@ -1,0 +1,182 @@
+"""What an uploaded file really is, and the safe copy of it that Parley keeps.
+
+The client's name and content type are never trusted. An image is what Pillow finds when it
+may try only PNG, JPEG, WebP and GIF; a PDF starts with `%PDF-` and opens in pypdf; a text
+file decodes as UTF-8 and holds no NUL. Images are re-encoded: orientation applied, the first
+frame only, at most `MAX_EDGE` pixels on the long edge, no metadata, in a format every provider
+reads (PNG, JPEG or WebP) and small enough for each provider's per-image limit. That also drops
+whatever was hidden after the image data (an HTML or ZIP polyglot). SVG and every other type
+are refused with a sentence a person can act on (TECH_NOTES §11.7, §11.8).
+"""
+
+from __future__ import annotations
+
+import io
+import warnings
+from dataclasses import dataclass
+from pathlib import PurePath
+from typing import Literal
+
+from PIL import Image, ImageOps, UnidentifiedImageError
+from pypdf import PdfReader
+from pypdf.errors import PdfReadError
+
+Kind = Literal["image", "pdf", "text"]
+
+IMAGE_FORMATS = {"PNG": "image/png", "JPEG": "image/jpeg", "WEBP": "image/webp", "GIF": "image/gif"}
+# One stored copy serves every provider: Anthropic wants every image at most 2000 px when a
+# request holds more than 20, OpenAI fits `high` detail into 2048 px, and Anthropic takes at
+# most 5 MB of base64 (3.75 MB of bytes) per image.
+MAX_EDGE = 2000
+MAX_STORED_IMAGE_BYTES = 3_750_000
+# Refused before any pixel is decoded: no camera makes more, and a bomb claims far more.
+MAX_SIDE = 12_000
+MAX_PIXELS = 60_000_000
+MAX_PDF_PAGES = 600
+
+TEXT_TYPES = {
+    ".txt": "text/plain", ".text": "text/plain", ".log": "text/plain",
+    ".md": "text/markdown", ".markdown": "text/markdown",
+    ".csv": "text/csv", ".tsv": "text/tab-separated-values",
+    ".json": "application/json", ".yaml": "text/yaml", ".yml": "text/yaml", ".toml": "text/plain",
+    ".xml": "text/xml", ".html": "text/plain", ".htm": "text/plain", ".css": "text/css",
+    ".py": "text/x-python", ".js": "text/javascript", ".ts": "text/plain", ".tsx": "text/plain",
+    ".jsx": "text/plain", ".java": "text/plain", ".kt": "text/plain", ".go": "text/plain",
+    ".rs": "text/plain", ".rb": "text/plain", ".php": "text/plain", ".c": "text/plain",
+    ".h": "text/plain", ".cpp": "text/plain", ".hpp": "text/plain", ".cs": "text/plain",
+    ".swift": "text/plain", ".sh": "text/plain", ".sql": "text/plain", ".r": "text/plain",
+    ".ini": "text/plain", ".cfg": "text/plain", ".env": "text/plain", ".srt": "text/plain",
+    ".tex": "text/plain", ".rst": "text/plain", ".ipynb": "application/json",
+}  # fmt: skip
+# HTML and the like are kept and read as text, never served as what they are.
+
+
+class Refused(ValueError):
+    """The file cannot be attached; the message says why, in words a person can act on."""
+
+
+@dataclass(frozen=True)
+class Sniffed:
+    kind: Kind
+    media_type: str
+    data: bytes  # what is stored and sent: the re-encoded image, the PDF or the text as sent
+    width: int | None = None
+    height: int | None = None
+    pages: int | None = None
+
+
+def sniff(data: bytes, name: str) -> Sniffed:
+    """The file `data` (sent as `name`) as Parley keeps it; Refused when it cannot be."""
+    if not data:
+        raise Refused(f"“{name}” is empty.")
+    head = data[:2048].lstrip()
+    suffix = PurePath(name).suffix.lower()
+    if suffix == ".svg" or (head[:5].lower() == b"<?xml" and b"<svg" in head.lower()):
+        raise Refused(f"“{name}” is an SVG image, which can carry scripts: export it as PNG.")
+    if head.startswith(b"%PDF-"):
+        return _pdf(data, name)
+    image = _image(data, name)
+    if image is not None:
+        return image
+    if suffix in TEXT_TYPES:
+        return _text(data, name, TEXT_TYPES[suffix])
+    raise Refused(
+        f"“{name}” is not a file Parley can attach: images (PNG, JPEG, WebP, GIF), PDFs, and "
+        "text files (plain text, Markdown, CSV, source code) are."
+    )
+
+
+def _image(data: bytes, name: str) -> Sniffed | None:
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", Image.DecompressionBombWarning)
+        try:
+            source = Image.open(io.BytesIO(data), formats=list(IMAGE_FORMATS))
+        except UnidentifiedImageError:
+            return None
+        except (Image.DecompressionBombError, Image.DecompressionBombWarning):
+            raise Refused(f"“{name}” claims more pixels than any photo has.") from None
+        with source:
+            width, height = source.size
+            if max(width, height) > MAX_SIDE or width * height > MAX_PIXELS:
+                raise Refused(
+                    f"“{name}” is {width} by {height} pixels; Parley takes images up to "
+                    f"{MAX_SIDE} pixels a side and {MAX_PIXELS // 1_000_000} megapixels."
+                )
+            try:
+                source.seek(0)  # the first frame of an animation
+                picture = ImageOps.exif_transpose(source)
+                picture.load()
+            except (OSError, ValueError, SyntaxError, Image.DecompressionBombError) as exc:
+                raise Refused(f"“{name}” is a damaged {source.format} image ({exc}).") from None
+            return _reencoded(picture, source.format or "PNG")
+
+
+def _reencoded(picture: Image.Image, source_format: str) -> Sniffed:
+    """A fresh image without metadata, in PNG (lossless, where the source was, or had
+    transparency), else JPEG, shrunk until it fits the per-image limit."""
+    has_alpha = picture.mode in ("RGBA", "LA", "PA") or "transparency" in picture.info
+    lossless = source_format in ("PNG", "GIF") or has_alpha
+    picture = picture.convert("RGBA" if has_alpha else "RGB")
+    edge = MAX_EDGE
+    while True:
+        scaled = picture.copy()
+        scaled.thumbnail((edge, edge), Image.Resampling.LANCZOS)
+        out = io.BytesIO()
+        if lossless:
+            scaled.save(out, format="PNG", optimize=False)
+        else:
+            scaled.save(out, format="JPEG", quality=88, optimize=True)
+        if out.tell() <= MAX_STORED_IMAGE_BYTES or edge <= 512:
+            break
+        if lossless and not has_alpha:
+            lossless = False  # a photo saved as PNG: JPEG keeps it under the limit
+        else:
+            edge = int(edge * 0.8)
+    return Sniffed(
+        kind="image",
+        media_type="image/png" if lossless else "image/jpeg",
+        data=out.getvalue(),
+        width=scaled.width,
+        height=scaled.height,
+    )
+
+
+def _pdf(data: bytes, name: str) -> Sniffed:
+    try:
+        reader = PdfReader(io.BytesIO(data))
+        if reader.is_encrypted:
+            raise Refused(f"“{name}” is password-protected: save a copy without the password.")
+        pages = len(reader.pages)
+    except (PdfReadError, ValueError, KeyError, TypeError, OSError) as exc:
+        raise Refused(f"“{name}” is not a readable PDF ({exc}).") from None
+    if pages > MAX_PDF_PAGES:
+        raise Refused(f"“{name}” has {pages} pages; Parley takes PDFs up to {MAX_PDF_PAGES}.")
+    return Sniffed(kind="pdf", media_type="application/pdf", data=data, pages=pages)
+
+
+def _text(data: bytes, name: str, media_type: str) -> Sniffed:
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError:
+        raise Refused(
+            f"“{name}” is not UTF-8 text: save it as UTF-8 and attach it again."
+        ) from None
+    if "\x00" in text:
+        raise Refused(f"“{name}” holds binary data, not text.")
+    return Sniffed(kind="text", media_type=media_type, data=text.encode())
+
+
+def pdf_text(data: bytes, *, max_chars: int = 200_000) -> str:
+    """A PDF's text, page by page (the stand-in for a model that cannot read PDFs)."""
+    reader = PdfReader(io.BytesIO(data))
+    pieces: list[str] = []
+    size = 0
+    for number, page in enumerate(reader.pages, start=1):
+        text = (page.extract_text() or "").strip()
+        piece = f"[page {number}]\n{text}" if text else f"[page {number}: no text]"
+        pieces.append(piece)
+        size += len(piece)
+        if size >= max_chars:
+            pieces.append("[the rest of the document is left out]")
+            break
+    return "\n\n".join(pieces)[:max_chars]

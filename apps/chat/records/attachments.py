@@ -1,0 +1,91 @@
+"""Writing attachments: an upload sniffed, re-encoded and stored (once per session and hash),
+counted in the session's quota with its workspace, and bound to the message it is sent with."""
+
+from __future__ import annotations
+
+import hashlib
+
+from django.conf import settings
+from django.core.exceptions import ValidationError
+from django.core.files.base import ContentFile
+from django.core.files.storage import default_storage
+from django.db import transaction
+
+from apps.attachments.sniff import Refused, sniff
+from apps.chat.models import Attachment, Message, Session, Thread
+from apps.chat.models.attachments import stored_name
+from apps.chat.records.sessions import session_workspace
+from apps.chat.records.text import clean_name, storable
+from apps.chat.selectors import attachments_bytes
+
+MAX_ATTACHMENT_BYTES = 32 * 1024 * 1024  # a PDF as big as Anthropic's whole request may be
+MAX_PER_MESSAGE = 20  # Anthropic shrinks every image of a request that holds more
+
+
+def attachment_add(*, session: Session, owner, thread: Thread | None, name: str, data: bytes):
+    """A new attachment of `owner`'s, waiting in their composer until it is sent; a
+    ValidationError in a sentence when the file is refused or the quota is full."""
+    name = _clean_name(name)
+    if len(data) > MAX_ATTACHMENT_BYTES:
+        raise ValidationError(
+            f"“{name}” is {len(data) / 1_048_576:.1f} MB; attachments are at most "
+            f"{MAX_ATTACHMENT_BYTES // 1_048_576} MB."
+        )
+    try:
+        kept = sniff(data, name)
+    except Refused as exc:
+        raise ValidationError(str(exc)) from None
+    digest = hashlib.sha256(kept.data).hexdigest()
+    path = stored_name(session, digest, kept.media_type)
+    with transaction.atomic():
+        # The session's row locks the quota's arithmetic against a concurrent upload.
+        Session.objects.select_for_update().filter(pk=session.pk).first()
+        stored = Attachment.objects.filter(session=session, sha256=digest).exists()
+        if not stored:
+            _check_quota(session, len(kept.data), name)
+            if not default_storage.exists(path):
+                default_storage.save(path, ContentFile(kept.data))
+        return Attachment.objects.create(
+            session=session, owner=owner, thread=thread, name=name, kind=kept.kind,
+            media_type=kept.media_type, size=len(kept.data), sha256=digest, file=path,
+            width=kept.width, height=kept.height, pages=kept.pages,
+        )  # fmt: skip
+
+
+def _check_quota(session: Session, adding: int, name: str) -> None:
+    used = attachments_bytes(session=session) + session_workspace(session).used_bytes()
+    quota = settings.PARLEY_WORKSPACE_QUOTA_MB * 1024 * 1024
+    if used + adding > quota:
+        raise ValidationError(
+            f"“{name}” does not fit in this session's {quota // 1_048_576} MB of files: "
+            f"{used / 1_048_576:.1f} MB are used. Delete files or attachments you no longer need."
+        )
+
+
+def _clean_name(name: str) -> str:
+    """A name to show and to offer on download: the last part of a path, on one line."""
+    base = storable(name or "").replace("\\", "/").rsplit("/", 1)[-1]
+    try:
+        return clean_name(base, what="file name", limit=200)
+    except ValidationError:
+        return "attachment"
+
+
+def attachments_send(*, message: Message, attachments: list[Attachment]) -> None:
+    """Bind waiting attachments to the message they are sent with, in their order."""
+    if len(attachments) > MAX_PER_MESSAGE:
+        raise ValidationError(f"A message takes at most {MAX_PER_MESSAGE} attachments.")
+    for position, attachment in enumerate(attachments):
+        Attachment.objects.filter(pk=attachment.pk, message__isnull=True).update(
+            message=message, position=position
+        )
+
+
+def attachment_discard(*, attachment: Attachment) -> None:
+    """Take a waiting attachment out of its composer; its bytes go when nothing uses them."""
+    if attachment.message_id is not None:
+        raise ValidationError("A sent attachment stays with its message.")
+    path, session, digest = attachment.file.name, attachment.session, attachment.sha256
+    attachment.delete()
+    if not Attachment.objects.filter(session=session, sha256=digest).exists():
+        default_storage.delete(path)

@@ -1,0 +1,74 @@
+"""Thin views for attachments: upload into a composer, take one out again, and serve one to
+whoever may see it (the room's rules; a whisper's attachment only to its audience)."""
+
+from __future__ import annotations
+
+from django.core.exceptions import PermissionDenied, ValidationError
+from django.http import FileResponse, HttpResponse
+from django.shortcuts import render
+from django.views.decorators.http import require_GET, require_POST
+
+from apps.chat.access import Need, reach
+from apps.chat.records.attachments import attachment_add, attachment_discard
+from apps.chat.selectors import attachments_for_user
+from apps.chat.web.lookup import thread_for
+
+MAX_FILES_AT_ONCE = 20
+
+
+def attachment_for(request, public_id, need: Need):
+    return reach(attachments_for_user, user=request.user, need=need, public_id=public_id)
+
+
+@require_POST
+def attachments_upload(request, thread):
+    """Each uploaded file sniffed and kept, answered by its chip for the composer; a file that
+    is refused is said in a sentence (the others are kept, the message box is untouched)."""
+    thread = thread_for(request, thread, Need.TALK)
+    uploads = request.FILES.getlist("files")
+    if not uploads:
+        return HttpResponse("Choose a file to attach.", status=422)
+    if len(uploads) > MAX_FILES_AT_ONCE:
+        return HttpResponse(f"Attach at most {MAX_FILES_AT_ONCE} files at once.", status=422)
+    kept, refused = [], []
+    for upload in uploads:
+        try:
+            added = attachment_add(
+                session=thread.session, owner=request.user, thread=thread,
+                name=upload.name or "", data=upload.read(),
+            )  # fmt: skip
+            kept.append(added)
+        except ValidationError as exc:
+            refused.append(" ".join(exc.messages))
+    context = {"attachments": kept, "refused": refused}
+    return render(request, "chat/_attachment_chips.html", context, status=422 if refused else 200)
+
+
+@require_POST
+def attachment_remove(request, attachment):
+    found = attachment_for(request, attachment, Need.TALK)
+    if found.owner_id != request.user.pk:
+        raise PermissionDenied("Only the person who attached it can take it out.")
+    try:
+        attachment_discard(attachment=found)
+    except ValidationError as exc:
+        return HttpResponse(" ".join(exc.messages), status=422)
+    return HttpResponse("")
+
+
+@require_GET
+def attachment_file(request, attachment):
+    """The stored bytes, with the sniffed type (never a guess from the name) and `nosniff`:
+    images inline (re-encoded, so safe to show), everything else as a download."""
+    found = attachment_for(request, attachment, Need.READ)
+    response = FileResponse(
+        found.file.open("rb"),
+        content_type=found.media_type + ("; charset=utf-8" if found.kind == "text" else ""),
+        as_attachment=not found.is_image,
+        filename=found.name,
+    )
+    response["X-Content-Type-Options"] = "nosniff"
+    response["Content-Security-Policy"] = "default-src 'none'; sandbox"
+    # The bytes behind an id never change; access may, so only the browser keeps them.
+    response["Cache-Control"] = "private, max-age=86400"
+    return response

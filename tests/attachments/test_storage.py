@@ -1,0 +1,157 @@
+"""Attachments stored safely (issue 35, item 2): rows with the bytes in Django's storage,
+de-duplicated within a session, counted in its quota, served under the room's rules."""
+
+from __future__ import annotations
+
+import io
+
+import pytest
+from django.core.exceptions import ValidationError
+from django.core.files.storage import default_storage
+from django.test import Client
+from django.urls import reverse
+from PIL import Image
+
+from apps.chat.models import Attachment, Message
+from apps.chat.records.attachments import attachment_add, attachment_discard, attachments_send
+from apps.chat.records.messages import allocate_seqs
+from apps.chat.records.rooms import member_add
+from apps.chat.records.sessions import session_workspace
+from apps.chat.selectors import attachments_bytes
+from tests.attachments.test_sniff import image_bytes, text_pdf
+
+pytestmark = pytest.mark.django_db
+
+
+def client_for(user) -> Client:
+    client = Client()
+    client.force_login(user)
+    return client
+
+
+def upload(client, thread, *files):
+    url = reverse("chat:attachments_upload", args=[thread.public_id])
+    uploads = []
+    for name, data in files:
+        handle = io.BytesIO(data)
+        handle.name = name
+        uploads.append(handle)
+    return client.post(url, {"files": uploads})
+
+
+def test_an_upload_is_sniffed_stored_once_per_session_and_answered_by_its_chip(alice, alice_thread):
+    photo = image_bytes("JPEG", size=(300, 200))
+    response = upload(
+        client_for(alice), alice_thread, ("holiday.png", photo), ("a.pdf", text_pdf("x"))
+    )
+    assert response.status_code == 200
+    page = response.content.decode()
+    assert page.count('class="attachment-chip') == 2 and 'name="attachments"' in page
+    image, pdf = Attachment.objects.order_by("pk")
+    assert (image.kind, image.media_type, image.width, image.height) == (
+        "image",
+        "image/jpeg",
+        300,
+        200,
+    )
+    assert (image.name, image.owner, image.message) == ("holiday.png", alice, None)
+    assert (pdf.kind, pdf.pages) == ("pdf", 1)
+    again = attachment_add(
+        session=alice_thread.session, owner=alice, thread=alice_thread, name="same.jpg", data=photo
+    )
+    assert again.pk != image.pk and again.file.name == image.file.name  # one stored copy
+    assert attachments_bytes(session=alice_thread.session) == image.size + pdf.size
+    attachment_discard(attachment=again)
+    assert default_storage.exists(image.file.name)  # the first still uses the bytes
+    attachment_discard(attachment=image)
+    assert not default_storage.exists(image.file.name)
+
+
+def test_a_refused_file_says_why_and_the_others_are_kept(alice, alice_thread):
+    response = upload(
+        client_for(alice), alice_thread,
+        ("evil.svg", b"<svg onload='alert(1)'/>"), ("notes.md", b"# Plan\n"),
+    )  # fmt: skip
+    assert response.status_code == 422
+    page = response.content.decode()
+    assert "export it as PNG" in page and 'role="alert"' in page and "notes.md" in page
+    assert list(Attachment.objects.values_list("name", "media_type")) == [
+        ("notes.md", "text/markdown")
+    ]
+
+
+def test_attachments_and_the_workspace_share_the_sessions_quota(alice, alice_thread, settings):
+    settings.PARLEY_WORKSPACE_QUOTA_MB = 1
+    session = alice_thread.session
+    session_workspace(session).write("big.bin", b"x" * 900_000)
+    big = text_pdf("y") + b"%" + b"z" * 200_000  # a PDF with trailing bytes: kept as sent
+    with pytest.raises(ValidationError, match="does not fit in this session's 1 MB"):
+        attachment_add(session=session, owner=alice, thread=alice_thread, name="big.pdf", data=big)
+    session_workspace(session).delete("big.bin")
+    attachment_add(session=session, owner=alice, thread=alice_thread, name="big.pdf", data=big)
+    assert session_workspace(session).quota_bytes == 1024 * 1024 - len(big)
+
+
+def test_the_file_is_served_with_its_sniffed_type_and_never_run(alice, alice_thread):
+    png = image_bytes("PNG")
+    text = b"<script>alert(1)</script>"
+    shown, notes = (
+        attachment_add(session=alice_thread.session, owner=alice, thread=alice_thread,
+                       name=name, data=data)
+        for name, data in (("shot.html", png), ("notes.txt", text))
+    )  # fmt: skip
+    client = client_for(alice)
+    image = client.get(reverse("chat:attachment_file", args=[shown.public_id]))
+    assert image["Content-Type"] == "image/png" and image["X-Content-Type-Options"] == "nosniff"
+    assert image["Content-Disposition"].startswith("inline")
+    Image.open(io.BytesIO(b"".join(image.streaming_content))).verify()
+    download = client.get(reverse("chat:attachment_file", args=[notes.public_id]))
+    assert download["Content-Type"] == "text/plain; charset=utf-8"
+    assert download["Content-Disposition"] == 'attachment; filename="notes.txt"'
+    assert "sandbox" in download["Content-Security-Policy"]
+
+
+def test_the_room_sees_a_sent_attachment_and_a_whispers_only_its_audience(
+    alice, bob, charlie, alice_thread
+):
+    session = alice_thread.session
+    member_add(session=session, by=alice, username="bob")
+    member_add(session=session, by=alice, username="charlie")
+    shared, secret, waiting = (
+        attachment_add(session=session, owner=alice, thread=alice_thread, name=name,
+                       data=image_bytes("PNG", size=(10 + n, 10)))
+        for n, name in enumerate(("shared.png", "secret.png", "waiting.png"))
+    )  # fmt: skip
+    public, whisper = (
+        Message.objects.create(
+            thread=alice_thread, seq=seq, speaker="user", author=alice, private=private,
+            content=[{"type": "text", "text": "look"}],
+        )
+        for seq, private in zip(allocate_seqs(alice_thread, 2), (False, True), strict=True)
+    )  # fmt: skip
+    whisper.audience.add(alice, bob)
+    attachments_send(message=public, attachments=[shared])
+    attachments_send(message=whisper, attachments=[secret])
+
+    def status(user, attachment) -> int:
+        url = reverse("chat:attachment_file", args=[attachment.public_id])
+        return client_for(user).get(url).status_code
+
+    assert [status(bob, a) for a in (shared, secret, waiting)] == [200, 200, 404]
+    assert [status(charlie, a) for a in (shared, secret, waiting)] == [200, 404, 404]
+    assert [status(alice, a) for a in (shared, secret, waiting)] == [200, 200, 200]
+    # Nobody but its owner takes a waiting attachment out, and a sent one stays.
+    remove = reverse("chat:attachment_remove", args=[waiting.public_id])
+    assert client_for(bob).post(remove).status_code == 404
+    sent = reverse("chat:attachment_remove", args=[shared.public_id])
+    assert client_for(alice).post(sent).status_code == 422
+    assert client_for(alice).post(remove).status_code == 200
+    assert not Attachment.objects.filter(pk=waiting.pk).exists()
+
+
+def test_a_viewer_and_a_stranger_cannot_upload(alice, bob, charlie, alice_thread):
+    member_add(session=alice_thread.session, by=alice, username="bob", role="viewer")
+    files = ("a.txt", b"hello")
+    assert upload(client_for(bob), alice_thread, files).status_code == 403
+    assert upload(client_for(charlie), alice_thread, files).status_code == 404
+    assert not Attachment.objects.exists()
