@@ -12,6 +12,10 @@ from apps.providers.description import ListedModel
 #   {"type": "text", "text": str}
 #   {"type": "tool_call", "id": str, "name": str, "arguments": dict}
 #   {"type": "tool_result", "tool_call_id": str, "name": str, "content": str, "is_error": bool}
+#   {"type": "image", "attachment": str, "media_type": str, "name": str}
+#   {"type": "document", "attachment": str, "media_type": "application/pdf", "name": str}
+# An image or document part names its attachment; the bytes travel beside the messages, in
+# `ChatRequest.blobs` (never base64 in a stored message), the same bytes on every request.
 Part = dict[str, Any]
 
 
@@ -73,6 +77,8 @@ class ChatRequest:
     history_cache_ttl: CacheTTL = "5m"
     # Free-form hints for a provider; the demo adapter reads who is speaking from here.
     metadata: dict[str, Any] = field(default_factory=dict)
+    # The bytes of the attachments the messages' image and document parts name, by id.
+    blobs: dict[str, bytes] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

@@ -109,7 +109,7 @@ class GeminiAdapter(DescribedAdapter):
             ) as client:
                 stream = await client.models.generate_content_stream(
                     model=request.model,
-                    contents=to_gemini_contents(request.messages),
+                    contents=to_gemini_contents(request.messages, request.blobs),
                     config=config,
                 )
                 async for chunk in stream:

@@ -6,13 +6,28 @@ provider produced is stored canonically and re-expressed for the next.
 
 from __future__ import annotations
 
+import base64
 import json
 import uuid
+from collections.abc import Mapping
 from typing import Any
 
 from apps.providers.types import ChatMessage, ChatRequest, Part
 
 EPHEMERAL = {"type": "ephemeral"}
+MEDIA = ("image", "document")  # parts whose bytes are in the request's blobs
+
+
+def _bytes(blobs: Mapping[str, bytes], part: Part) -> bytes:
+    try:
+        return blobs[part["attachment"]]
+    except KeyError:
+        missing = part["attachment"]
+        raise ValueError(f"The request holds no bytes for attachment {missing}") from None
+
+
+def _base64(blobs: Mapping[str, bytes], part: Part) -> str:
+    return base64.b64encode(_bytes(blobs, part)).decode()
 
 
 def _tool_call_id(part: Part) -> str:
@@ -22,10 +37,16 @@ def _tool_call_id(part: Part) -> str:
 # --- Anthropic ------------------------------------------------------------------------------
 
 
-def to_anthropic_blocks(part: Part) -> dict[str, Any] | None:
+def to_anthropic_blocks(part: Part, blobs: Mapping[str, bytes]) -> dict[str, Any] | None:
     kind = part["type"]
     if kind == "text":
         return {"type": "text", "text": part["text"]} if part["text"] else None
+    if kind == "image":
+        source = {"type": "base64", "media_type": part["media_type"], "data": _base64(blobs, part)}
+        return {"type": "image", "source": source}
+    if kind == "document":
+        source = {"type": "base64", "media_type": part["media_type"], "data": _base64(blobs, part)}
+        return {"type": "document", "source": source, "title": part.get("name") or "document"}
     if kind == "tool_call":
         return {
             "type": "tool_use",
@@ -58,7 +79,7 @@ def to_anthropic(request: ChatRequest) -> dict[str, Any]:
         system.append(entry)
     messages = []
     for message in request.messages:
-        blocks = [b for b in (to_anthropic_blocks(part) for part in message.parts) if b]
+        blocks = [b for b in (to_anthropic_blocks(p, request.blobs) for p in message.parts) if b]
         if not blocks:
             continue
         if message.cache:
@@ -148,6 +169,8 @@ def to_openai(request: ChatRequest) -> dict[str, Any]:
                     for call in calls
                 ]  # fmt: skip
             messages.append(entry)
+        elif message.role == "user" and any(p["type"] in MEDIA for p in message.parts):
+            messages.append({"role": "user", "content": _openai_parts(message, request.blobs)})
         elif message.role == "user" and texts:
             messages.append({"role": "user", "content": texts})
     kwargs: dict[str, Any] = {"model": request.model, "messages": messages}
@@ -160,6 +183,23 @@ def to_openai(request: ChatRequest) -> dict[str, Any]:
     if request.stop_sequences:
         kwargs["stop"] = list(request.stop_sequences)
     return kwargs
+
+
+def _openai_parts(message: ChatMessage, blobs: Mapping[str, bytes]) -> list[dict[str, Any]]:
+    """A user message with images or PDFs: its parts in their order, the media as data URLs
+    (PDFs as file parts, which Chat Completions takes with a filename)."""
+    parts: list[dict[str, Any]] = []
+    for part in message.parts:
+        if part["type"] == "text" and part["text"]:
+            parts.append({"type": "text", "text": part["text"]})
+        elif part["type"] in MEDIA:
+            url = f"data:{part['media_type']};base64,{_base64(blobs, part)}"
+            if part["type"] == "image":
+                parts.append({"type": "image_url", "image_url": {"url": url}})
+            else:
+                name = part.get("name") or "document.pdf"
+                parts.append({"type": "file", "file": {"filename": name, "file_data": url}})
+    return parts
 
 
 def from_openai(messages: list[dict[str, Any]]) -> tuple[str, list[ChatMessage]]:
@@ -201,13 +241,18 @@ def from_openai(messages: list[dict[str, Any]]) -> tuple[str, list[ChatMessage]]
 # --- Gemini ---------------------------------------------------------------------------------
 
 
-def to_gemini_contents(messages: tuple[ChatMessage, ...] | list[ChatMessage]) -> list[dict]:
+def to_gemini_contents(
+    messages: tuple[ChatMessage, ...] | list[ChatMessage], blobs: Mapping[str, bytes] | None = None
+) -> list[dict]:
     contents = []
     for message in messages:
-        parts = []
+        parts: list[dict[str, Any]] = []
         for part in message.parts:
             if part["type"] == "text" and part["text"]:
                 parts.append({"text": part["text"]})
+            elif part["type"] in MEDIA:
+                media = {"mime_type": part["media_type"], "data": _bytes(blobs or {}, part)}
+                parts.append({"inline_data": media})
             elif part["type"] == "tool_call":
                 parts.append(
                     {"function_call": {"id": _tool_call_id(part), "name": part["name"],
