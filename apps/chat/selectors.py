@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import uuid
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -336,3 +337,22 @@ def attachments_for_user(*, user, need: Need) -> QuerySet[Attachment]:
         .filter(Q(owner=user) | seen)
         .select_related("session")
     )
+
+
+def attachments_waiting(*, owner, thread: Thread, ids: list[str]) -> list[Attachment]:
+    """`owner`'s attachments still in their composer for `thread`'s session, in `ids`' order
+    (ids that are not such an attachment are left out)."""
+    wanted = []
+    for value in ids:
+        try:
+            wanted.append(str(uuid.UUID(str(value))))
+        except ValueError:
+            continue
+    found = {
+        str(attachment.public_id): attachment
+        for attachment in Attachment.objects.filter(
+            owner=owner, session_id=thread.session_id, message__isnull=True,
+            queued__isnull=True, public_id__in=wanted,
+        )
+    }  # fmt: skip
+    return [found[i] for i in dict.fromkeys(wanted) if i in found]

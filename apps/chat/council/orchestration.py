@@ -43,6 +43,7 @@ from apps.chat.models import (
     Thread,
     Turn,
 )
+from apps.chat.records.attachments import attachments_send
 from apps.chat.records.budgets import budget_reserve
 from apps.chat.records.messages import allocate_seqs, notice_create
 from apps.chat.records.replies import reply_placeholder
@@ -385,6 +386,7 @@ def queue_next(*, thread_id: int) -> PostedMessage | None:
                 thread_autoname_from_replies(thread=thread)  # the turn has settled
                 events.publish_turn_finished_on_commit(thread=thread)
                 return None
+            attachments = list(queued.attachments.order_by("position", "pk"))
             queued.delete()
             events.publish_thread_status_on_commit(thread=thread)
             try:
@@ -394,7 +396,7 @@ def queue_next(*, thread_id: int) -> PostedMessage | None:
                         whisper = whisper_parse(
                             session=thread.session, author=queued.author, text=queued.text
                         )
-                    return turn_start(
+                    posted = turn_start(
                         thread=thread,
                         author=queued.author,
                         text=queued.text,
@@ -402,6 +404,9 @@ def queue_next(*, thread_id: int) -> PostedMessage | None:
                         reply_length=queued.reply_length,
                         whisper=whisper,
                     )
+                    if posted.user_message is not None and attachments:
+                        attachments_send(message=posted.user_message, attachments=attachments)
+                    return posted
             except ValidationError as exc:
                 quoted = "" if queued.private else f"\n\n> {queued.text[:2000]}"
                 notice = notice_create(

@@ -12,7 +12,8 @@ from apps.chat.council.commands import is_command, run_command
 from apps.chat.council.posted import PostedMessage
 from apps.chat.council.room_rules import Whisper, is_whisper, whisper_parse
 from apps.chat.display import events
-from apps.chat.models import Message, QueuedMessage, Thread
+from apps.chat.models import Attachment, Message, QueuedMessage, Thread
+from apps.chat.records.attachments import attachments_queue, attachments_send
 from apps.chat.records.budgets import budget_check
 from apps.chat.records.text import validate_message_text
 from apps.chat.records.threads import thread_branch
@@ -20,7 +21,12 @@ from apps.chat.selectors import transcript_messages
 
 
 def message_post(
-    *, thread: Thread, author, text: str, client_token: uuid.UUID | None = None
+    *,
+    thread: Thread,
+    author,
+    text: str,
+    client_token: uuid.UUID | None = None,
+    attachments: list[Attachment] | None = None,
 ) -> PostedMessage:
     """Save a user's message, route it and queue one reply per target — or, while the thread's
     turn still runs, keep it queued until that turn has settled (see `orchestration`).
@@ -28,9 +34,11 @@ def message_post(
     Slash commands are run instead of posted. The replies are published and enqueued when the
     transaction commits; the answers-last roles wait for the others.
     A `client_token` already used in this thread (the same form sent twice) posts nothing
-    and returns the message it posted the first time.
+    and returns the message it posted the first time. `attachments` (waiting in the author's
+    composer) go with the message, or with it into the queue; with them the text may be empty.
     """
-    text = validate_message_text(text)
+    attachments = attachments or []
+    text = validate_message_text(text) if text.strip() or not attachments else ""
     whisper = None
     if is_whisper(text):
         whisper = whisper_parse(session=thread.session, author=author, text=text)
@@ -42,9 +50,16 @@ def message_post(
             return earlier
     budget_check(session=thread.session, person=author)  # early; reserved when it starts
     try:
-        return _post(
-            thread=thread, author=author, text=text, client_token=client_token, whisper=whisper
-        )
+        with transaction.atomic():  # bound before the commit that dispatches the replies
+            posted = _post(
+                thread=thread, author=author, text=text, client_token=client_token,
+                whisper=whisper,
+            )  # fmt: skip
+            if posted.user_message is not None and attachments:
+                attachments_send(message=posted.user_message, attachments=attachments)
+            elif posted.queued is not None and attachments:
+                attachments_queue(queued=posted.queued, attachments=attachments)
+            return posted
     except IntegrityError:
         earlier = _posted_with(thread, client_token) if client_token else None
         if earlier is None:

@@ -7,9 +7,9 @@ comes last, so that different roles' requests share the longest possible prefix.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
-from apps.providers.types import ChatMessage, ChatRequest, SystemBlock, ToolDefinition
+from apps.providers.types import ChatMessage, ChatRequest, Part, SystemBlock, ToolDefinition
 
 GROUP_RULES = (
     "You take part in a group chat between one person and a council of AI roles. Every "
@@ -49,6 +49,9 @@ class TranscriptEntry:
     is_user: bool = False
     message_id: int = 0  # which stored message it renders (for summaries)
     private: bool = False  # a whisper: never folded into a summary other roles share
+    # The message's attachments as this model takes them: image and document parts (their
+    # bytes in the request's blobs), or text that stands in for what it cannot read.
+    media: tuple[Part, ...] = field(default=())
 
 
 def estimate_tokens(text: str) -> int:
@@ -81,6 +84,7 @@ def build_role_request(
     group_rules: str = "",
     output_rules: str = "",
     max_tokens: int = 4096,
+    blobs: dict[str, bytes] | None = None,
 ) -> ChatRequest:
     """Tools, system block and history are the same for every role of a turn; only the final
     instruction differs, so their requests share everything up to the history breakpoint.
@@ -98,16 +102,14 @@ def build_role_request(
         shared.append(f"About the person you are talking with:\n{session_persona}")
     if memory:
         shared.append(f"Session memory:\n{memory}")
-    blocks = [entry_block(entry) for entry in transcript]
+    blocks: list[tuple[Part, ...]] = [
+        ({"type": "text", "text": entry_block(entry)}, *entry.media) for entry in transcript
+    ]
     if summary:
-        blocks.insert(0, f"[{SUMMARY_SPEAKER}]: {summary}")
+        blocks.insert(0, ({"type": "text", "text": f"[{SUMMARY_SPEAKER}]: {summary}"},))
     history = [
-        ChatMessage(
-            role="user",
-            parts=({"type": "text", "text": block},),
-            cache=index == len(blocks) - 1,
-        )
-        for index, block in enumerate(blocks)
+        ChatMessage(role="user", parts=parts, cache=index == len(blocks) - 1)
+        for index, parts in enumerate(blocks)
     ]
     instruction_text = (
         f"You are @{speaker.handle} ({speaker.display_name}). Reply now in your own voice."
@@ -122,6 +124,7 @@ def build_role_request(
         messages=(*history, instruction),
         tools=tools,
         max_tokens=max_tokens,
+        blobs=blobs or {},
         metadata={
             "speaker_handle": speaker.handle,
             "speaker_name": speaker.display_name,

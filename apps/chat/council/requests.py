@@ -7,6 +7,7 @@ from dataclasses import dataclass, replace
 from django.contrib.auth import get_user_model
 
 from apps.chat.council import cache_ttl
+from apps.chat.council.attachment_parts import MessageMedia, media_for
 from apps.chat.council.intent import format_rule, intent_of, worth_asking
 from apps.chat.council.prompting import (
     AUTO_ROUND_CUE,
@@ -22,6 +23,7 @@ from apps.chat.models import Message, Stage, ToolMode, Turn, person_name, reply_
 from apps.chat.records.context import thread_context
 from apps.chat.selectors import message_block_text, speaker_names, transcript_messages
 from apps.providers.registry import describe
+from apps.providers.selectors import model_reads
 from apps.providers.types import ChatRequest
 from apps.roles.models import Role
 
@@ -87,13 +89,18 @@ def human_name(entry: Message, session) -> str:
     return person_name(entry.author) if _shared_room(session) and entry.author_id else "User"
 
 
-def transcript_entries(*, message: Message) -> list[TranscriptEntry]:
+def transcript_entries(
+    *, message: Message, media: MessageMedia | None = None
+) -> list[TranscriptEntry]:
+    """The reply's history as the request's entries; `media`: its attachments as the reply's
+    model takes them (see `attachment_parts`)."""
     session = message.thread.session
     names = speaker_names(session=session)
     entries = []
     for entry in reply_history(message=message):
         text = message_block_text(entry)
-        if text:
+        parts = media.parts.get(entry.pk, ()) if media is not None else ()
+        if text or parts:
             entries.append(
                 TranscriptEntry(
                     speaker_name=human_name(entry, session)
@@ -103,26 +110,40 @@ def transcript_entries(*, message: Message) -> list[TranscriptEntry]:
                     is_user=entry.is_user,
                     message_id=entry.pk,
                     private=entry.private,
+                    media=parts,
                 )
             )
     return entries
 
 
+def history_media(*, message: Message) -> MessageMedia:
+    """The attachments of the reply's history, as its model reads them."""
+    ids = [entry.pk for entry in reply_history(message=message) if entry.is_user]
+    return media_for(ids, model_reads(provider=message.provider, model=message.model))
+
+
 def request_for_reply(
-    *, message: Message, summary=None, transcript: list[TranscriptEntry] | None = None
+    *,
+    message: Message,
+    summary=None,
+    transcript: list[TranscriptEntry] | None = None,
+    media: MessageMedia | None = None,
 ) -> ChatRequest:
     """The provider request for a queued reply: everything said before it, then its cue.
 
     `summary` (a `summaries.Summary`) replaces the transcript up to the message it covers;
-    `transcript` passes the entries when the caller has already read them.
+    `transcript` and `media` pass the entries and their attachments when the caller has
+    already read them.
     """
     thread = message.thread
     session = thread.session
     roles = session_roster(session)
     by_handle = {role.handle: role for role in roles}
     speaker = by_handle.get(message.speaker) or Role.objects.get(handle=message.speaker)
+    if media is None:
+        media = history_media(message=message)
     if transcript is None:
-        transcript = transcript_entries(message=message)
+        transcript = transcript_entries(message=message, media=media)
     summary_text = ""
     if summary is not None:
         ids = [entry.message_id for entry in transcript]
@@ -156,6 +177,7 @@ def request_for_reply(
         group_rules=session.group_rules,
         output_rules=speaker.output_rules,
         max_tokens=describe(message.provider).max_tokens_for(message.model),
+        blobs=media.blobs,
     )
     if speaker.output_rules.strip():  # a rule the cheap model picks later says theirs win
         request = replace(request, metadata={**request.metadata, "role_rules": True})

@@ -12,8 +12,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from apps.chat.council import summaries
+from apps.chat.council.attachment_parts import MessageMedia
 from apps.chat.council.requests import (
     ReplySetup,
+    history_media,
     reply_setup,
     request_for_reply,
     roster_by_handle,
@@ -34,6 +36,7 @@ class ReplyStart:
     transcript: list = None  # type: ignore[assignment]
     # Set when the history is too long: the summary is written first, then the request.
     summary_plan: summaries.SummaryPlan | None = None
+    media: MessageMedia | None = None  # the history's attachments, as the reply's model reads
     request: ChatRequest | None = None
     # The "streaming" bubble of a fresh claim (a taken-over one shows its kept text instead).
     streaming_event: dict | None = None
@@ -47,12 +50,15 @@ def reply_start(*, message_id: int) -> ReplyStart | None:
     message = claim.message
     start = ReplyStart(claim=claim, setup=reply_setup(message=message))
     start.api_key, start.base_url, start.auth = reply_secret(message=message)
-    start.transcript = transcript_entries(message=message)
+    start.media = history_media(message=message)
+    start.transcript = transcript_entries(message=message, media=start.media)
     start.summary_plan = summaries.plan_summary(
         thread_id=message.thread_id, entries=start.transcript
     )
     if start.summary_plan is None:
-        start.request = request_for_reply(message=message, transcript=start.transcript)
+        start.request = request_for_reply(
+            message=message, transcript=start.transcript, media=start.media
+        )
     if not claim.resumed:
         start.streaming_event = events.state_event(
             message=message, seq=0, live_text="", roles=roster_by_handle(message.thread.session)

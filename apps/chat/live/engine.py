@@ -168,7 +168,10 @@ class ReplyRun:
                 base_url=start.base_url, auth=start.auth, redis=self.hub.redis,
             )  # fmt: skip
             request = await in_db_thread(request_for_reply)(
-                message=self.message, summary=summary, transcript=start.transcript
+                message=self.message,
+                summary=summary,
+                transcript=start.transcript,
+                media=start.media,
             )
         assert request is not None
         if request.metadata.get("ask_intent") and self.message.turn_id:

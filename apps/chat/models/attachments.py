@@ -10,7 +10,7 @@ import uuid
 from django.conf import settings
 from django.db import models
 
-from apps.chat.models.conversation import Message, Session, Thread
+from apps.chat.models.conversation import Message, QueuedMessage, Session, Thread
 
 
 class AttachmentKind(models.TextChoices):
@@ -38,6 +38,10 @@ class Attachment(models.Model):
     thread = models.ForeignKey(Thread, null=True, blank=True, on_delete=models.SET_NULL)
     message = models.ForeignKey(
         Message, null=True, blank=True, on_delete=models.SET_NULL, related_name="attachments"
+    )
+    # A message sent while a turn ran waits in the thread's queue with its attachments.
+    queued = models.ForeignKey(
+        QueuedMessage, null=True, blank=True, on_delete=models.SET_NULL, related_name="attachments"
     )
     position = models.PositiveSmallIntegerField(default=0)  # its place among the message's
     name = models.CharField(max_length=255)

@@ -12,7 +12,7 @@ from django.core.files.storage import default_storage
 from django.db import transaction
 
 from apps.attachments.sniff import Refused, sniff
-from apps.chat.models import Attachment, Message, Session, Thread
+from apps.chat.models import Attachment, Message, QueuedMessage, Session, Thread
 from apps.chat.models.attachments import stored_name
 from apps.chat.records.sessions import session_workspace
 from apps.chat.records.text import clean_name, storable
@@ -72,18 +72,29 @@ def _clean_name(name: str) -> str:
 
 
 def attachments_send(*, message: Message, attachments: list[Attachment]) -> None:
-    """Bind waiting attachments to the message they are sent with, in their order."""
+    """Bind attachments (waiting in a composer, or in the queue with their message) to the
+    message they are sent with, in their order."""
     if len(attachments) > MAX_PER_MESSAGE:
         raise ValidationError(f"A message takes at most {MAX_PER_MESSAGE} attachments.")
     for position, attachment in enumerate(attachments):
         Attachment.objects.filter(pk=attachment.pk, message__isnull=True).update(
-            message=message, position=position
+            message=message, queued=None, position=position
+        )
+
+
+def attachments_queue(*, queued: QueuedMessage, attachments: list[Attachment]) -> None:
+    """Keep waiting attachments with a message that waits in the thread's queue."""
+    if len(attachments) > MAX_PER_MESSAGE:
+        raise ValidationError(f"A message takes at most {MAX_PER_MESSAGE} attachments.")
+    for position, attachment in enumerate(attachments):
+        Attachment.objects.filter(pk=attachment.pk, message__isnull=True).update(
+            queued=queued, position=position
         )
 
 
 def attachment_discard(*, attachment: Attachment) -> None:
     """Take a waiting attachment out of its composer; its bytes go when nothing uses them."""
-    if attachment.message_id is not None:
+    if attachment.message_id is not None or attachment.queued_id is not None:
         raise ValidationError("A sent attachment stays with its message.")
     path, session, digest = attachment.file.name, attachment.session, attachment.sha256
     attachment.delete()

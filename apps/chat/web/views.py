@@ -32,6 +32,7 @@ from apps.chat.records import sessions, threads
 from apps.chat.records.context import stale_context
 from apps.chat.search import search_session, search_sessions
 from apps.chat.selectors import (
+    attachments_waiting,
     messages_for_user,
     session_links,
     sessions_for_user,
@@ -387,6 +388,15 @@ def message_edit(request, message):
     return HttpResponseClientRedirect(url) if request.htmx else redirect(url)
 
 
+def _waiting_attachments(request, thread) -> list:
+    """The attachments the composer sends (still waiting, the sender's, this session's)."""
+    ids = request.POST.getlist("attachments")
+    found = attachments_waiting(owner=request.user, thread=thread, ids=ids)
+    if len(found) != len(set(ids)):
+        raise ValidationError("An attachment is no longer there: remove it and attach it again.")
+    return found
+
+
 @require_POST
 def message_create(request, thread):
     thread = thread_for(request, thread, Need.TALK)
@@ -399,8 +409,9 @@ def message_create(request, thread):
     try:
         form.is_valid()
         posted = posting.message_post(
-            thread=thread, author=request.user, text=text, client_token=client_token
-        )
+            thread=thread, author=request.user, text=text, client_token=client_token,
+            attachments=_waiting_attachments(request, thread),
+        )  # fmt: skip
     except ValidationError as exc:
         # Keep what the person typed: an error never loses their words.
         context = {

@@ -1,0 +1,83 @@
+"""A message's attachments as one model takes them (TECH_NOTES §11.7).
+
+A model that reads a kind gets it as an image or document part, named in the text just before
+it ("[image 2 of this message: chart.png]") so that roles can refer to "the second image", with
+the stored bytes — the same every time, so a second role or a later turn reads them from the
+cached prefix. A model that cannot read a kind gets a stand-in in words: a PDF's extracted text,
+an image's description (written once by a model that can see, kept on the attachment), or,
+until there is one, what is known of the image. Text files are text for every model.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from apps.attachments.sniff import pdf_text
+from apps.chat.models import Attachment, AttachmentKind
+from apps.providers.description import Reads
+from apps.providers.types import Part
+
+PDF_STAND_IN_CHARS = 60_000  # about 15k tokens of a document's text
+TEXT_FILE_CHARS = 60_000
+
+
+@dataclass
+class MessageMedia:
+    """What the requests of a reply carry of its history's attachments."""
+
+    parts: dict[int, tuple[Part, ...]] = field(default_factory=dict)  # by message id
+    blobs: dict[str, bytes] = field(default_factory=dict)  # by attachment id
+
+
+def media_for(message_ids: list[int], reads: Reads) -> MessageMedia:
+    media = MessageMedia()
+    attachments = Attachment.objects.filter(message_id__in=message_ids).order_by(
+        "message_id", "position", "pk"
+    )
+    by_message: dict[int, list[Attachment]] = {}
+    for attachment in attachments:
+        by_message.setdefault(attachment.message_id or 0, []).append(attachment)
+    for message_id, items in by_message.items():
+        parts: list[Part] = []
+        counts = dict.fromkeys(AttachmentKind, 0)
+        for attachment in items:
+            counts[AttachmentKind(attachment.kind)] += 1
+            label = f"{attachment.get_kind_display()} {counts[AttachmentKind(attachment.kind)]}"
+            parts += _parts(attachment, label, reads, media.blobs)
+        media.parts[message_id] = tuple(parts)
+    return media
+
+
+def _parts(attachment: Attachment, label: str, reads: Reads, blobs: dict[str, bytes]):
+    name = f"[{label} of this message: {attachment.name}"
+    key = str(attachment.public_id)
+    if attachment.kind == AttachmentKind.IMAGE and reads.images:
+        blobs[key] = _bytes(attachment)
+        part = {"type": "image", "attachment": key, "media_type": attachment.media_type}
+        return [{"type": "text", "text": f"{name}]"}, {**part, "name": attachment.name}]
+    if attachment.kind == AttachmentKind.PDF and reads.pdfs:
+        blobs[key] = _bytes(attachment)
+        part = {"type": "document", "attachment": key, "media_type": attachment.media_type}
+        return [{"type": "text", "text": f"{name}]"}, {**part, "name": attachment.name}]
+    return [{"type": "text", "text": f"{name}, {stand_in(attachment)}]"}]
+
+
+def stand_in(attachment: Attachment) -> str:
+    """The words for an attachment a model cannot read (a PDF's text is read once, kept)."""
+    if attachment.kind == AttachmentKind.TEXT:
+        text = _bytes(attachment).decode()[:TEXT_FILE_CHARS]
+        return f"a text file; its content:\n{text}\n[end of {attachment.name}]"
+    if attachment.kind == AttachmentKind.PDF:
+        if not attachment.stand_in:
+            attachment.stand_in = pdf_text(_bytes(attachment), max_chars=PDF_STAND_IN_CHARS)
+            Attachment.objects.filter(pk=attachment.pk).update(stand_in=attachment.stand_in)
+        return f"a PDF of {attachment.pages} pages; its text:\n{attachment.stand_in}"
+    size = f"{attachment.width}x{attachment.height} pixels"
+    if attachment.stand_in:
+        return f"an image ({size}) you cannot see; a description of it: {attachment.stand_in}"
+    return f"an image ({size}) you cannot see, and no description of it yet"
+
+
+def _bytes(attachment: Attachment) -> bytes:
+    with attachment.file.open("rb") as handle:
+        return handle.read()

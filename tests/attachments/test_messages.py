@@ -1,0 +1,120 @@
+"""Attachments go with the message to every role, as each role's model reads them (issue 35,
+items 3 and 5): the image and the PDF on the wire for a model that reads them, a stand-in in
+words for one that does not, through the queue too."""
+
+from __future__ import annotations
+
+import base64
+
+import pytest
+from django.test import Client
+from django.urls import reverse
+
+from apps.chat.council.posting import message_post
+from apps.chat.models import Attachment, Message
+from apps.chat.records.attachments import attachment_add
+from apps.chat.records.sessions import session_set_provider
+from apps.providers.emulator import Script
+from apps.providers.services import credential_save
+from tests.attachments.test_sniff import image_bytes, text_pdf
+from tests.conftest import wait_settled, wait_until
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def attach(thread, owner, name, data) -> Attachment:
+    return attachment_add(session=thread.session, owner=owner, thread=thread, name=name, data=data)
+
+
+def test_a_model_that_reads_them_gets_the_image_and_the_pdf_where_the_message_stands(
+    alice, anthropic_thread, emulator, celery_worker
+):
+    photo = attach(anthropic_thread, alice, "chart.png", image_bytes("PNG", size=(40, 30)))
+    report = attach(anthropic_thread, alice, "report.pdf", text_pdf("Revenue rose"))
+    emulator.script(Script(text="Both agree.", provider="anthropic"))
+    client = Client()
+    client.force_login(alice)
+    response = client.post(
+        reverse("chat:message_create", args=[anthropic_thread.public_id]),
+        {"text": "@assistant compare them",
+         "attachments": [str(photo.public_id), str(report.public_id)]},
+        HTTP_HX_REQUEST="true",
+    )  # fmt: skip
+    assert response.status_code == 200
+    sent = Message.objects.get(thread=anthropic_thread, speaker="user")
+    assert [a.name for a in sent.attachments.order_by("position")] == ["chart.png", "report.pdf"]
+    (reply,) = wait_settled(
+        list(Message.objects.filter(thread=anthropic_thread, speaker="assistant"))
+    )
+    assert reply.text == "Both agree."
+    blocks = emulator.requests[-1].body["messages"][0]["content"]
+    kinds = [block["type"] for block in blocks]
+    assert kinds == ["text", "text", "image", "text", "document"]
+    assert blocks[1]["text"] == "[image 1 of this message: chart.png]"
+    with photo.file.open("rb") as stored:
+        assert base64.b64decode(blocks[2]["source"]["data"]) == stored.read()
+
+
+def test_a_model_that_cannot_read_them_gets_words_instead_never_an_error(
+    alice, alice_thread, emulator, celery_worker
+):
+    local = credential_save(
+        owner=alice, name="Laptop", provider="ollama", base_url=emulator.url + "/v1"
+    )
+    session_set_provider(session=alice_thread.session, credential=local, model="llama3.1:8b")
+    photo = attach(alice_thread, alice, "cat.jpg", image_bytes("JPEG", size=(64, 48)))
+    report = attach(alice_thread, alice, "memo.pdf", text_pdf("Ship on Friday"))
+    notes = attach(alice_thread, alice, "notes.md", b"# Plan\nbuy milk\n")
+    emulator.script(Script(text="Noted.", provider="openai"))
+    posted = message_post(
+        thread=alice_thread, author=alice, text="@assistant what do you make of these?",
+        attachments=[photo, report, notes],
+    )  # fmt: skip
+    (reply,) = wait_settled(posted.replies)
+    assert reply.status == "done"
+    (user,) = [m for m in emulator.requests[-1].body["messages"] if m["role"] == "user"][:1]
+    said = user["content"] if isinstance(user["content"], str) else str(user["content"])
+    assert "image_url" not in said and "file_data" not in said
+    assert "[image 1 of this message: cat.jpg, an image (64x48 pixels) you cannot see" in said
+    assert "[PDF 1 of this message: memo.pdf, a PDF of 1 pages; its text:" in said
+    assert "Ship on Friday" in said and "buy milk" in said
+    assert "Ship on Friday" in Attachment.objects.get(pk=report.pk).stand_in  # read once, kept
+
+
+def test_a_message_queued_behind_a_turn_keeps_its_attachments(
+    alice, anthropic_thread, emulator, celery_worker
+):
+    emulator.script(
+        Script(text="A slow first answer. " * 5, tokens_per_second=40, provider="anthropic"),
+        Script(text="Seen it.", provider="anthropic"),
+    )
+    first = message_post(thread=anthropic_thread, author=alice, text="@assistant hello")
+    wait_until(lambda: emulator.requests)
+    photo = attach(anthropic_thread, alice, "later.png", image_bytes("PNG", size=(12, 12)))
+    posted = message_post(
+        thread=anthropic_thread, author=alice, text="@assistant and this?", attachments=[photo]
+    )
+    assert posted.queued is not None
+    assert list(posted.queued.attachments.all()) == [Attachment.objects.get(pk=photo.pk)]
+    wait_settled(first.replies)
+    wait_until(lambda: len(emulator.requests) == 2, timeout=30)
+    last = emulator.requests[-1].body["messages"]
+    assert any(
+        block.get("type") == "image" for entry in last for block in entry["content"]
+        if isinstance(block, dict)
+    )  # fmt: skip
+    sent = Attachment.objects.get(pk=photo.pk)
+    assert sent.message is not None and sent.queued is None
+
+
+def test_an_attachment_that_is_not_yours_or_gone_keeps_the_message_box(
+    alice, alice_thread, celery_worker
+):
+    client = Client()
+    client.force_login(alice)
+    url = reverse("chat:message_create", args=[alice_thread.public_id])
+    response = client.post(
+        url, {"text": "look", "attachments": ["not-a-uuid"]}, HTTP_HX_REQUEST="true"
+    )
+    assert "An attachment is no longer there" in response.content.decode()
+    assert not Message.objects.filter(thread=alice_thread, speaker="user").exists()
