@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from django.db.models import prefetch_related_objects
 from django.template.loader import render_to_string
 from django.urls import reverse
 from django.utils.html import format_html, format_html_join
@@ -136,6 +137,7 @@ def bubble_context(
         "earlier_versions": [] if streaming else earlier_versions(message),
         "figures": reply_figures(message, prices),
         "details": None if streaming else reply_details(message),
+        "attachments": list(message.attachments.all()) if message.is_user else [],
     }
 
 
@@ -215,6 +217,8 @@ def render_bubbles(
     the session's roles by handle, when the caller has read them (others are looked up)."""
     messages = list(messages)
     roles = _speaking_roles(messages, roles)
+    # The people's messages' attachments in one query, not one per bubble.
+    prefetch_related_objects([m for m in messages if m.is_user], "attachments")
     live_texts = live_texts or {}
     prices = PriceTable() if any(message.finished_at for message in messages) else None
     html = "".join(
@@ -246,6 +250,8 @@ def bubble_fragments(
     """
     messages = list(messages)
     roles = _speaking_roles(messages, roles)
+    # The people's messages' attachments in one query, not one per bubble.
+    prefetch_related_objects([m for m in messages if m.is_user], "attachments")
     live_texts = live_texts or {}
     prices = PriceTable() if any(message.finished_at for message in messages) else None
     fragments: list[str] = []

@@ -413,11 +413,13 @@ def message_create(request, thread):
             attachments=_waiting_attachments(request, thread),
         )  # fmt: skip
     except ValidationError as exc:
-        # Keep what the person typed: an error never loses their words.
+        # Keep what the person typed and attached: an error never loses their words.
+        waiting = request.POST.getlist("attachments")
         context = {
             **composer_context(session=thread.session, thread=thread),
             "form": form,
             "error": " ".join(exc.messages),
+            "attachments": attachments_waiting(owner=request.user, thread=thread, ids=waiting),
         }
         return render(request, "chat/_composer.html", context, status=422)
     target = posted.redirect_to or thread

@@ -1,0 +1,93 @@
+"""Attaching in the composer, in Chromium (issue 35, items 1 and 4): the Attach button,
+pasting and dropping, chips with a thumbnail or an icon and a remove button, a refused file
+said in a sentence with the message box untouched, and the thumbnails in the sent bubble."""
+
+from __future__ import annotations
+
+import base64
+
+import pytest
+from playwright.sync_api import expect
+
+from apps.chat.models import Attachment, Message
+from tests.attachments.test_sniff import image_bytes, text_pdf
+from tests.browser.test_group_chat import bubble, wait_done
+
+pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+
+# Hands `files` ({name, type, base64}) to the page as the event a person's paste or drop
+# fires (Chromium builds the DataTransfer; Playwright cannot paste files itself).
+FIRE = """([kind, files]) => {
+    const transfer = new DataTransfer();
+    for (const f of files) {
+        const bytes = Uint8Array.from(atob(f.data), c => c.charCodeAt(0));
+        transfer.items.add(new File([bytes], f.name, {type: f.type}));
+    }
+    if (kind === "paste") {
+        const box = document.getElementById("composer-text");
+        box.dispatchEvent(new ClipboardEvent("paste", {clipboardData: transfer, bubbles: true,
+                                                        cancelable: true}));
+    } else {
+        const target = document.getElementById("transcript");
+        for (const type of ["dragover", "drop"]) {
+            target.dispatchEvent(new DragEvent(type, {dataTransfer: transfer, bubbles: true,
+                                                      cancelable: true}));
+        }
+    }
+}"""
+
+
+def as_file(name: str, media_type: str, data: bytes) -> dict:
+    return {"name": name, "type": media_type, "data": base64.b64encode(data).decode()}
+
+
+def chips(page):
+    return page.locator("#attachment-chips .attachment-chip:not(.attachment-chip--uploading)")
+
+
+def test_attach_paste_and_drop_make_chips_and_the_sent_bubble_shows_them(chat, fast_demo):
+    box = chat.get_by_role("combobox", name="Message", exact=True)
+    box.fill("@assistant what is in these?")
+    chat.locator("#attach-input").set_input_files(
+        files=[{"name": "report.pdf", "mimeType": "application/pdf", "buffer": text_pdf("Hi")}]
+    )
+    expect(chips(chat)).to_have_count(1)
+    expect(chips(chat).first).to_contain_text("report.pdf")
+    expect(chips(chat).first.locator(".attachment-icon")).to_have_text("PDF")
+    png = image_bytes("PNG", size=(60, 40))
+    chat.evaluate(FIRE, ["paste", [as_file("image.png", "image/png", png)]])
+    expect(chips(chat)).to_have_count(2)
+    expect(chips(chat).nth(1).locator("img.attachment-thumb")).to_be_visible()
+    chat.evaluate(FIRE, ["drop", [as_file("notes.md", "text/markdown", b"# Notes\n")]])
+    expect(chips(chat)).to_have_count(3)
+    # Taken out again: the chip goes, and so does the waiting row.
+    chips(chat).nth(2).get_by_role("button", name="Remove notes.md").click()
+    expect(chips(chat)).to_have_count(2)
+    assert box.input_value() == "@assistant what is in these?"  # the words were never touched
+    box.press("Enter")
+    expect(box).to_have_value("")
+    expect(chat.locator("#attachment-chips")).to_be_hidden()
+    person = bubble(chat, "user").last
+    expect(person.locator(".msg-attachment-image img")).to_have_count(1)
+    expect(person.locator(".attachment-chip--pdf")).to_contain_text("report.pdf")
+    wait_done(bubble(chat, "assistant").last)
+    sent = Message.objects.get(thread=chat.session.active_thread, speaker="user")
+    assert [a.name for a in sent.attachments.order_by("position")] == ["report.pdf", "image.png"]
+    assert not Attachment.objects.filter(name="notes.md").exists()
+    # The thumbnail is the stored image, served to the page that shows it.
+    natural = person.locator(".msg-attachment-image img").evaluate("img => img.naturalWidth")
+    assert natural == 60
+
+
+def test_a_refused_file_is_said_and_an_image_alone_can_be_sent(chat, fast_demo):
+    box = chat.get_by_role("combobox", name="Message", exact=True)
+    box.fill("keep these words")
+    chat.evaluate(FIRE, ["drop", [as_file("logo.svg", "image/svg+xml", b"<svg onload='x()'/>")]])
+    refused = chat.locator("#attachment-chips .attachment-refused")
+    expect(refused).to_contain_text("export it as PNG")
+    assert box.input_value() == "keep these words"
+    box.fill("")
+    chat.evaluate(FIRE, ["paste", [as_file("shot.png", "image/png", image_bytes("PNG"))]])
+    expect(chips(chat)).to_have_count(1)
+    chat.get_by_role("button", name="Send").click()  # no words: the image is the message
+    expect(bubble(chat, "user").last.locator(".msg-attachment-image img")).to_have_count(1)
