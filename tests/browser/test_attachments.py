@@ -45,7 +45,7 @@ def chips(page):
     return page.locator("#attachment-chips .attachment-chip:not(.attachment-chip--uploading)")
 
 
-def test_attach_paste_and_drop_make_chips_and_the_sent_bubble_shows_them(chat, fast_demo):
+def test_attach_paste_and_drop_make_chips_and_the_sent_bubble_shows_them(chat, fast_demo, shots):
     box = chat.get_by_role("combobox", name="Message", exact=True)
     box.fill("@assistant what is in these?")
     chat.locator("#attach-input").set_input_files(
@@ -60,6 +60,7 @@ def test_attach_paste_and_drop_make_chips_and_the_sent_bubble_shows_them(chat, f
     expect(chips(chat).nth(1).locator("img.attachment-thumb")).to_be_visible()
     chat.evaluate(FIRE, ["drop", [as_file("notes.md", "text/markdown", b"# Notes\n")]])
     expect(chips(chat)).to_have_count(3)
+    chat.locator("#composer").screenshot(path=shots / "attachments-composer-1280.png")
     # Taken out again: the chip goes, and so does the waiting row.
     chips(chat).nth(2).get_by_role("button", name="Remove notes.md").click()
     expect(chips(chat)).to_have_count(2)
@@ -71,6 +72,7 @@ def test_attach_paste_and_drop_make_chips_and_the_sent_bubble_shows_them(chat, f
     expect(person.locator(".msg-attachment-image img")).to_have_count(1)
     expect(person.locator(".attachment-chip--pdf")).to_contain_text("report.pdf")
     wait_done(bubble(chat, "assistant").last)
+    chat.screenshot(path=shots / "attachments-sent-1280.png")
     sent = Message.objects.get(thread=chat.session.active_thread, speaker="user")
     assert [a.name for a in sent.attachments.order_by("position")] == ["report.pdf", "image.png"]
     assert not Attachment.objects.filter(name="notes.md").exists()
