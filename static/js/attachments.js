@@ -107,7 +107,9 @@
   });
 
   // Dropping files anywhere on a thread's page attaches them.
+  // The Files dialog's drop zone puts files in the workspace instead (parley.js).
   function carriesFiles(event) {
+    if (event.target.closest && event.target.closest("[data-dropzone]")) return false;
     return event.dataTransfer && Array.from(event.dataTransfer.types || []).indexOf("Files") !== -1;
   }
   document.addEventListener("dragover", function (event) {

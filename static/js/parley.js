@@ -658,8 +658,9 @@
     if (edit) form.querySelector("textarea").focus();
   });
 
-  // ---- Uploads: the Files dialog's buttons and drop zone, and files dropped on the message
-  // box, all go through one upload that keeps a dropped or chosen folder's layout. ----
+  // ---- Uploads: the Files dialog's buttons and drop zone go through one upload that keeps a
+  // dropped or chosen folder's layout (files dropped on the message box are attachments:
+  // attachments.js). ----
   function filesDialog() { return document.getElementById("files-dialog"); }
   function showFilesPanel(html) {
     const dialog = filesDialog();
@@ -725,7 +726,7 @@
       .then(function (lists) { return [].concat.apply([], lists); });
   }
   function dropTarget(evt) {
-    return evt.target.closest && (evt.target.closest("#composer-text") || evt.target.closest("[data-dropzone]"));
+    return evt.target.closest && evt.target.closest("[data-dropzone]");
   }
   document.addEventListener("dragover", function (evt) {
     const target = dropTarget(evt);

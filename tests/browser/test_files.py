@@ -1,5 +1,6 @@
 """The Files dialog at 1280x800 and 390x844: real buttons, a drop zone, folders that keep their
-layout (chosen, typed or dropped on the message box), and a list with sizes and dates."""
+layout (chosen, typed or dropped on the dialog), and a list with sizes and dates; files
+dropped on the message box are attachments instead."""
 
 from __future__ import annotations
 
@@ -62,8 +63,8 @@ def test_files_dialog_uploads_files_and_folders_and_lists_them(chat, size, tmp_p
     assert zone["x"] - box["x"] >= 12 and zone["x"] + zone["width"] <= box["x"] + box["width"] - 12
     chat.screenshot(path=str(shots / f"files-{size[0]}.png"))
 
-    # Files dropped on the message box go to the workspace, and the dialog shows them.
+    # Files dropped on the message box go with the message (attachments), not the workspace.
     files.get_by_role("button", name="Close files").click()
     chat.evaluate(DROP_ON_COMPOSER, ["dropped.txt", "From the desktop."])
-    expect(files).to_be_visible()
-    expect(files.get_by_role("table", name="Files in the workspace")).to_contain_text("dropped.txt")
+    expect(chat.locator("#attachment-chips .attachment-chip")).to_contain_text("dropped.txt")
+    expect(files).to_be_hidden()
