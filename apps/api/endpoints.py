@@ -7,7 +7,7 @@ from __future__ import annotations
 from uuid import UUID
 
 from django.core.exceptions import ValidationError
-from django.db.models import QuerySet
+from django.db.models import QuerySet, prefetch_related_objects
 from ninja import Field, Query, Router, Schema
 from ninja.errors import HttpError
 from ninja.responses import Status
@@ -15,6 +15,7 @@ from ninja.responses import Status
 from apps.api.auth import require_post_scope
 from apps.api.schemas import (
     Accepted,
+    AttachmentOut,
     CommandOut,
     Error,
     MessageOut,
@@ -33,9 +34,12 @@ from apps.api.schemas import (
 from apps.chat.access import Need, reach, rooms_for_user, visible_to
 from apps.chat.council import posting, replies
 from apps.chat.council.commands import command_list
-from apps.chat.models import Message, MessageStatus, Stage, Thread, speaker_name
+from apps.chat.display.files import attachment_response
+from apps.chat.models import Attachment, Message, MessageStatus, Stage, Thread, speaker_name
 from apps.chat.records import sessions, threads
 from apps.chat.selectors import (
+    attachments_for_user,
+    attachments_waiting,
     messages_for_user,
     round_state,
     sessions_for_user,
@@ -92,11 +96,23 @@ def message_out(message: Message, roles: dict[str, Role]) -> MessageOut:
         provider=message.provider,
         model=message.model,
         created_at=message.created_at,
+        attachments=[attachment_out(a) for a in message.attachments.all()]
+        if message.is_user
+        else [],
     )
+
+
+def attachment_out(attachment: Attachment) -> AttachmentOut:
+    return AttachmentOut(
+        id=attachment.public_id, name=attachment.name, kind=attachment.kind,
+        media_type=attachment.media_type, size=attachment.size, width=attachment.width,
+        height=attachment.height, pages=attachment.pages,
+    )  # fmt: skip
 
 
 def messages_out(messages: list[Message]) -> list[MessageOut]:
     roles = roles_by_handle({message.speaker for message in messages})
+    prefetch_related_objects([m for m in messages if m.is_user], "attachments")
     return [message_out(message, roles) for message in messages]
 
 
@@ -255,10 +271,18 @@ def post_message(request, thread_id: UUID, body: PostIn):
     is running it waits in the queue (`queued`)."""
     require_post_scope(request)
     thread = _thread(request, thread_id, Need.TALK)
+    ids = [str(i) for i in body.attachments]
+    waiting = attachments_waiting(owner=request.user, thread=thread, ids=ids)
+    if len(waiting) != len(set(ids)):
+        raise Refused(
+            404, "No such attachment of yours waiting in this session (sent already?).",
+            "attachments",
+        )  # fmt: skip
     try:
         posted = posting.message_post(
-            thread=thread, author=request.user, text=body.text, client_token=body.client_token
-        )
+            thread=thread, author=request.user, text=body.text, client_token=body.client_token,
+            attachments=waiting,
+        )  # fmt: skip
     except ValidationError as exc:
         if getattr(exc, "code", None) == "budget":
             raise Refused(429, " ".join(exc.messages), "text") from None
@@ -315,3 +339,14 @@ def retry_reply(request, message_id: UUID):
 )
 def regenerate_reply(request, message_id: UUID):
     return _rerun(request, message_id, failed_only=False)
+
+
+@router.get(
+    "/attachments/{attachment_id}",
+    response={200: bytes, **ERRORS},
+    summary="An attachment's bytes",
+)
+def get_attachment(request, attachment_id: UUID):
+    """The stored file, with its sniffed type (a whisper's only to its audience)."""
+    found = reach(attachments_for_user, user=request.user, need=Need.READ, public_id=attachment_id)
+    return attachment_response(found)

@@ -82,6 +82,17 @@ class ThreadOut(Schema):
     updated_at: datetime
 
 
+class AttachmentOut(Schema):
+    id: UUID
+    name: str
+    kind: str = Field(description="image, pdf or text")
+    media_type: str = Field(description="What the bytes are (sniffed; images re-encoded)")
+    size: int
+    width: int | None
+    height: int | None
+    pages: int | None
+
+
 class MessageOut(Schema):
     id: UUID
     seq: int
@@ -97,6 +108,9 @@ class MessageOut(Schema):
     provider: str
     model: str
     created_at: datetime
+    attachments: list[AttachmentOut] = Field(
+        default_factory=list, description="A person's message: its images, PDFs and text files"
+    )
 
 
 class MessagePage(Schema):
@@ -110,6 +124,11 @@ class PostIn(Schema):
     )
     client_token: UUID | None = Field(
         None, description="The same token twice posts once (a retried request)"
+    )
+    attachments: list[UUID] = Field(
+        default_factory=list,
+        max_length=20,
+        description="Attachments uploaded to this thread (`POST …/attachments`) to send with it",
     )
 
 

@@ -429,6 +429,8 @@ def test_the_keyboard_reaches_every_control(chat, fast_demo):
     box = chat.get_by_role("combobox", name="Message", exact=True)
     box.focus()
     box.press("Tab")
+    expect(chat.get_by_role("button", name="Attach images or files")).to_be_focused()
+    chat.keyboard.press("Tab")
     expect(chat.get_by_role("button", name="Send")).to_be_focused()
     expect(chat.get_by_role("button", name="Stop")).to_be_hidden()  # nothing runs
     chat.get_by_role("button", name="New chat").focus()

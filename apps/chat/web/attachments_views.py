@@ -4,11 +4,12 @@ whoever may see it (the room's rules; a whisper's attachment only to its audienc
 from __future__ import annotations
 
 from django.core.exceptions import PermissionDenied, ValidationError
-from django.http import FileResponse, HttpResponse
+from django.http import HttpResponse
 from django.shortcuts import render
 from django.views.decorators.http import require_GET, require_POST
 
 from apps.chat.access import Need, reach
+from apps.chat.display.files import attachment_response
 from apps.chat.records.attachments import attachment_add, attachment_discard
 from apps.chat.selectors import attachments_for_user
 from apps.chat.web.lookup import thread_for
@@ -58,17 +59,4 @@ def attachment_remove(request, attachment):
 
 @require_GET
 def attachment_file(request, attachment):
-    """The stored bytes, with the sniffed type (never a guess from the name) and `nosniff`:
-    images inline (re-encoded, so safe to show), everything else as a download."""
-    found = attachment_for(request, attachment, Need.READ)
-    response = FileResponse(
-        found.file.open("rb"),
-        content_type=found.media_type + ("; charset=utf-8" if found.kind == "text" else ""),
-        as_attachment=not found.is_image,
-        filename=found.name,
-    )
-    response["X-Content-Type-Options"] = "nosniff"
-    response["Content-Security-Policy"] = "default-src 'none'; sandbox"
-    # The bytes behind an id never change; access may, so only the browser keeps them.
-    response["Cache-Control"] = "private, max-age=86400"
-    return response
+    return attachment_response(attachment_for(request, attachment, Need.READ))
