@@ -96,7 +96,7 @@ def message_out(message: Message, roles: dict[str, Role]) -> MessageOut:
         provider=message.provider,
         model=message.model,
         created_at=message.created_at,
-        attachments=[attachment_out(a) for a in message.attachments.all()]
+        attachments=[attachment_out(a) for a in message.attachments.all()]  # type: ignore[attr-defined]
         if message.is_user
         else [],
     )

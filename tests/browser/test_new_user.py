@@ -147,7 +147,9 @@ def test_the_settings_dialog_fits_with_close_and_the_apply_choice_in_view(chat, 
     expect(close).to_be_in_viewport(ratio=1)
     dialog.get_by_role("button", name="Cancel").click()
 
-    send(chat, "A long answer, please")  # the demo streams slowly
+    # Slow enough to be streaming still when Save is pressed, however busy the machine.
+    slow_demo.PARLEY_DEMO_TOKENS_PER_SECOND = 8
+    send(chat, "A long answer, please")
     expect(bubble(chat, "assistant")).to_have_attribute("data-status", "streaming")
     chat.get_by_role("button", name="Session settings").click()
     dialog.get_by_role("button", name="Save").click()

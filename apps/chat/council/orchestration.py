@@ -34,6 +34,7 @@ from apps.chat.display import events
 from apps.chat.models import (
     IN_FLIGHT,
     USER_SPEAKER,
+    Attachment,
     Message,
     MessageStatus,
     QueuedMessage,
@@ -386,7 +387,7 @@ def queue_next(*, thread_id: int) -> PostedMessage | None:
                 thread_autoname_from_replies(thread=thread)  # the turn has settled
                 events.publish_turn_finished_on_commit(thread=thread)
                 return None
-            attachments = list(queued.attachments.order_by("position", "pk"))
+            attachments = list(Attachment.objects.filter(queued=queued).order_by("position", "pk"))
             queued.delete()
             events.publish_thread_status_on_commit(thread=thread)
             try:

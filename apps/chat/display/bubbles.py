@@ -137,7 +137,10 @@ def bubble_context(
         "earlier_versions": [] if streaming else earlier_versions(message),
         "figures": reply_figures(message, prices),
         "details": None if streaming else reply_details(message),
-        "attachments": list(message.attachments.all()) if message.is_user else [],
+        # Prefetched by `render_bubbles` (the reverse relation is one mypy's plugin misses).
+        "attachments": list(message.attachments.all())  # type: ignore[attr-defined]
+        if message.is_user
+        else [],
     }
 
 

@@ -96,7 +96,7 @@ def attachment_discard(*, attachment: Attachment) -> None:
     """Take a waiting attachment out of its composer; its bytes go when nothing uses them."""
     if attachment.message_id is not None or attachment.queued_id is not None:
         raise ValidationError("A sent attachment stays with its message.")
-    path, session, digest = attachment.file.name, attachment.session, attachment.sha256
+    path, session, digest = attachment.file.name or "", attachment.session, attachment.sha256
     attachment.delete()
-    if not Attachment.objects.filter(session=session, sha256=digest).exists():
+    if path and not Attachment.objects.filter(session=session, sha256=digest).exists():
         default_storage.delete(path)

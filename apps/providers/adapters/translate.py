@@ -243,7 +243,7 @@ def from_openai(messages: list[dict[str, Any]]) -> tuple[str, list[ChatMessage]]
 
 def to_gemini_contents(
     messages: tuple[ChatMessage, ...] | list[ChatMessage], blobs: Mapping[str, bytes] | None = None
-) -> list[dict]:
+) -> list[Any]:
     contents = []
     for message in messages:
         parts: list[dict[str, Any]] = []
