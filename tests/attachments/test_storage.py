@@ -4,6 +4,7 @@ de-duplicated within a session, counted in its quota, served under the room's ru
 from __future__ import annotations
 
 import io
+import json
 
 import pytest
 from django.core.exceptions import ValidationError
@@ -155,3 +156,35 @@ def test_a_viewer_and_a_stranger_cannot_upload(alice, bob, charlie, alice_thread
     assert upload(client_for(bob), alice_thread, files).status_code == 403
     assert upload(client_for(charlie), alice_thread, files).status_code == 404
     assert not Attachment.objects.exists()
+
+
+def test_exports_name_and_link_the_attachments_a_reader_may_see(alice, bob, alice_thread):
+    from apps.chat.display.exports import export_json, export_markdown
+
+    session = alice_thread.session
+    member_add(session=session, by=alice, username="bob")
+    shown, secret = (
+        attachment_add(session=session, owner=alice, thread=alice_thread, name=name,
+                       data=image_bytes("PNG", size=(20 + n, 10)))
+        for n, name in enumerate(("plan.png", "secret.png"))
+    )  # fmt: skip
+    public, whisper = (
+        Message.objects.create(
+            thread=alice_thread, seq=seq, speaker="user", author=alice, private=private,
+            content=[{"type": "text", "text": text}],
+        )
+        for seq, private, text in zip(
+            allocate_seqs(alice_thread, 2), (False, True), ("", "psst"), strict=True
+        )
+    )  # fmt: skip
+    whisper.audience.add(alice)
+    attachments_send(message=public, attachments=[shown])
+    attachments_send(message=whisper, attachments=[secret])
+    markdown, _ = export_markdown(alice_thread, user=bob)
+    link = reverse("chat:attachment_file", args=[shown.public_id])
+    assert f"- Attached: [plan.png]({link}) (image/png)" in markdown
+    assert "secret.png" not in markdown and "*(no text)*" not in markdown
+    data = json.loads(export_json(alice_thread, user=alice)[0])
+    files = [m["attachments"] for m in data["messages"]]
+    assert [[a["name"] for a in f] for f in files] == [["plan.png"], ["secret.png"]]
+    assert files[0][0]["width"] == 20 and files[0][0]["url"] == link

@@ -6,11 +6,20 @@ from __future__ import annotations
 import json
 
 from django.template.loader import render_to_string
+from django.urls import reverse
 from django.utils import timezone
 
 from apps.chat.display.bubbles import shown_text, whisper_label
 from apps.chat.display.markdown import render_markdown
-from apps.chat.models import Message, Thread, person_hue, person_initials, person_name, speaker_name
+from apps.chat.models import (
+    Attachment,
+    Message,
+    Thread,
+    person_hue,
+    person_initials,
+    person_name,
+    speaker_name,
+)
 from apps.chat.selectors import message_block_text, speaker_names, transcript_messages
 from apps.roles.selectors import roles_by_handle
 
@@ -30,25 +39,57 @@ def _who(message: Message, user, names: dict[str, str]) -> str:
     return "You" if mine else person_name(message.author)
 
 
+def _attachments(messages: list[Message]) -> dict[int, list[Attachment]]:
+    """The people's messages' attachments, in one query."""
+    found: dict[int, list[Attachment]] = {}
+    rows = Attachment.objects.filter(message__in=[m for m in messages if m.is_user])
+    for attachment in rows.order_by("message_id", "position", "pk"):
+        found.setdefault(attachment.message_id or 0, []).append(attachment)
+    return found
+
+
+def _attachment_facts(attachment: Attachment) -> dict:
+    return {
+        "id": str(attachment.public_id), "name": attachment.name, "kind": attachment.kind,
+        "media_type": attachment.media_type, "size": attachment.size,
+        "width": attachment.width, "height": attachment.height, "pages": attachment.pages,
+        "url": reverse("chat:attachment_file", args=[attachment.public_id]),
+    }  # fmt: skip
+
+
 def export_markdown(thread: Thread, *, user) -> tuple[str, str]:
-    """What `user` may see of the thread (never other people's whispers), as Markdown."""
+    """What `user` may see of the thread (never other people's whispers), as Markdown; each
+    attachment linked by its name."""
     names = speaker_names(session=thread.session)
     lines = [f"# {thread.label or 'Untitled chat'}", ""]
     lines.append(f"*Exported from Parley on {timezone.now():%Y-%m-%d %H:%M} UTC.*")
     lines.append("")
-    for message in transcript_messages(thread=thread, user=user):
+    messages = list(transcript_messages(thread=thread, user=user))
+    attached = _attachments(messages)
+    for message in messages:
         header = f"## {_who(message, user, names)}"
         if message.private:
             header += f" (whisper to {whisper_label(message)})"
         if message.status not in ("done",):
             header += f" ({message.get_status_display().lower()})"
-        lines += [header, "", message_block_text(message) or "*(no text)*", ""]
+        files = attached.get(message.pk, [])
+        text = message_block_text(message) or ("" if files else "*(no text)*")
+        lines += [header, ""] + ([text, ""] if text else [])
+        for attachment in files:
+            facts = _attachment_facts(attachment)
+            lines.append(
+                f"- Attached: [{attachment.name}]({facts['url']}) ({attachment.media_type})"
+            )
+        if files:
+            lines.append("")
         if message.error:
             lines += [f"> Error: {message.error}", ""]
     return "\n".join(lines), _filename(thread, "md")
 
 
 def export_json(thread: Thread, *, user) -> tuple[str, str]:
+    messages = list(transcript_messages(thread=thread, user=user))
+    attached = _attachments(messages)
     data = {
         "thread": {
             "id": str(thread.public_id),
@@ -74,9 +115,10 @@ def export_json(thread: Thread, *, user) -> tuple[str, str]:
                 "ttft_ms": m.ttft_ms,
                 "duration_ms": m.duration_ms,
                 "alternatives": m.alternatives,
+                "attachments": [_attachment_facts(a) for a in attached.get(m.pk, [])],
                 "created_at": m.created_at.isoformat(),
             }
-            for m in transcript_messages(thread=thread, user=user)
+            for m in messages
         ],
     }
     return json.dumps(data, ensure_ascii=False, indent=2), _filename(thread, "json")
