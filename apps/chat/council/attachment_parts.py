@@ -50,16 +50,18 @@ def media_for(message_ids: list[int], reads: Reads) -> MessageMedia:
 
 def _parts(attachment: Attachment, label: str, reads: Reads, blobs: dict[str, bytes]):
     name = f"[{label} of this message: {attachment.name}"
+    readable = {
+        AttachmentKind.IMAGE: ("image", reads.images),
+        AttachmentKind.PDF: ("document", reads.pdfs),
+    }
+    part_type, reads_it = readable.get(AttachmentKind(attachment.kind), ("", False))
+    if not reads_it:
+        return [{"type": "text", "text": f"{name}, {stand_in(attachment)}]"}]
     key = str(attachment.public_id)
-    if attachment.kind == AttachmentKind.IMAGE and reads.images:
-        blobs[key] = _bytes(attachment)
-        part = {"type": "image", "attachment": key, "media_type": attachment.media_type}
-        return [{"type": "text", "text": f"{name}]"}, {**part, "name": attachment.name}]
-    if attachment.kind == AttachmentKind.PDF and reads.pdfs:
-        blobs[key] = _bytes(attachment)
-        part = {"type": "document", "attachment": key, "media_type": attachment.media_type}
-        return [{"type": "text", "text": f"{name}]"}, {**part, "name": attachment.name}]
-    return [{"type": "text", "text": f"{name}, {stand_in(attachment)}]"}]
+    blobs[key] = _bytes(attachment)
+    part = {"type": part_type, "attachment": key, "media_type": attachment.media_type,
+            "name": attachment.name}  # fmt: skip
+    return [{"type": "text", "text": f"{name}]"}, part]
 
 
 def stand_in(attachment: Attachment) -> str:

@@ -90,14 +90,17 @@ def human_name(entry: Message, session) -> str:
 
 
 def transcript_entries(
-    *, message: Message, media: MessageMedia | None = None
+    *,
+    message: Message,
+    media: MessageMedia | None = None,
+    history: list[Message] | None = None,
 ) -> list[TranscriptEntry]:
     """The reply's history as the request's entries; `media`: its attachments as the reply's
-    model takes them (see `attachment_parts`)."""
+    model takes them (see `attachment_parts`); `history`, when the caller has read it."""
     session = message.thread.session
     names = speaker_names(session=session)
     entries = []
-    for entry in reply_history(message=message):
+    for entry in reply_history(message=message) if history is None else history:
         text = message_block_text(entry)
         parts = media.parts.get(entry.pk, ()) if media is not None else ()
         if text or parts:
@@ -116,9 +119,10 @@ def transcript_entries(
     return entries
 
 
-def history_media(*, message: Message) -> MessageMedia:
+def history_media(*, message: Message, history: list[Message] | None = None) -> MessageMedia:
     """The attachments of the reply's history, as its model reads them."""
-    ids = [entry.pk for entry in reply_history(message=message) if entry.is_user]
+    history = reply_history(message=message) if history is None else history
+    ids = [entry.pk for entry in history if entry.is_user]
     return media_for(ids, model_reads(provider=message.provider, model=message.model))
 
 
@@ -140,10 +144,11 @@ def request_for_reply(
     roles = session_roster(session)
     by_handle = {role.handle: role for role in roles}
     speaker = by_handle.get(message.speaker) or Role.objects.get(handle=message.speaker)
-    if media is None:
-        media = history_media(message=message)
-    if transcript is None:
-        transcript = transcript_entries(message=message, media=media)
+    if transcript is None or media is None:
+        history = reply_history(message=message)  # read once for both
+        media = media or history_media(message=message, history=history)
+        if transcript is None:
+            transcript = transcript_entries(message=message, media=media, history=history)
     summary_text = ""
     if summary is not None:
         ids = [entry.message_id for entry in transcript]

@@ -16,6 +16,7 @@ from apps.chat.council.attachment_parts import MessageMedia
 from apps.chat.council.requests import (
     ReplySetup,
     history_media,
+    reply_history,
     reply_setup,
     request_for_reply,
     roster_by_handle,
@@ -50,8 +51,9 @@ def reply_start(*, message_id: int) -> ReplyStart | None:
     message = claim.message
     start = ReplyStart(claim=claim, setup=reply_setup(message=message))
     start.api_key, start.base_url, start.auth = reply_secret(message=message)
-    start.media = history_media(message=message)
-    start.transcript = transcript_entries(message=message, media=start.media)
+    history = reply_history(message=message)  # read once for the media and the entries
+    start.media = history_media(message=message, history=history)
+    start.transcript = transcript_entries(message=message, media=start.media, history=history)
     start.summary_plan = summaries.plan_summary(
         thread_id=message.thread_id, entries=start.transcript
     )

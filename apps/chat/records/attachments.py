@@ -74,21 +74,20 @@ def _clean_name(name: str) -> str:
 def attachments_send(*, message: Message, attachments: list[Attachment]) -> None:
     """Bind attachments (waiting in a composer, or in the queue with their message) to the
     message they are sent with, in their order."""
-    if len(attachments) > MAX_PER_MESSAGE:
-        raise ValidationError(f"A message takes at most {MAX_PER_MESSAGE} attachments.")
-    for position, attachment in enumerate(attachments):
-        Attachment.objects.filter(pk=attachment.pk, message__isnull=True).update(
-            message=message, queued=None, position=position
-        )
+    _bind(attachments, message=message, queued=None)
 
 
 def attachments_queue(*, queued: QueuedMessage, attachments: list[Attachment]) -> None:
     """Keep waiting attachments with a message that waits in the thread's queue."""
+    _bind(attachments, queued=queued)
+
+
+def _bind(attachments: list[Attachment], **fields) -> None:
     if len(attachments) > MAX_PER_MESSAGE:
         raise ValidationError(f"A message takes at most {MAX_PER_MESSAGE} attachments.")
     for position, attachment in enumerate(attachments):
         Attachment.objects.filter(pk=attachment.pk, message__isnull=True).update(
-            queued=queued, position=position
+            position=position, **fields
         )
 
 
