@@ -10,7 +10,7 @@ from django.utils import timezone
 
 from apps.chat.council.digests import digest_for_return
 from apps.chat.council.posting import message_post
-from apps.chat.models import Digest, Message, MessageStatus
+from apps.chat.models import USER_SPEAKER, Digest, Message, MessageStatus, Thread
 from apps.chat.records.rooms import member_add
 from tests.conftest import wait_until
 
@@ -22,10 +22,26 @@ def settle_all(thread):
     )  # fmt: skip
 
 
-def busy_room(alice, thread, turns=3):
+def busy_room(alice, thread, turns=3, *, worker=False):
+    """Three turns of alice and the director. With a worker running, the turns are written
+    as finished rows: a posted turn's reply would be the worker's to settle, and settling it
+    by hand races a reply the worker has already started."""
     for n in range(turns):
-        message_post(thread=thread, author=alice, text=f"@director decision {n}: keep scene {n}?")
-        settle_all(thread)
+        if not worker:
+            message_post(thread=thread, author=alice, text=f"@director {n}: keep scene {n}?")
+            settle_all(thread)
+            continue
+        thread.refresh_from_db()
+        for seq, speaker, text in (
+            (thread.next_seq, USER_SPEAKER, f"@director {n}: keep scene {n}?"),
+            (thread.next_seq + 1, "director", "We keep the harbour scene and cut the chase."),
+        ):
+            Message.objects.create(
+                thread=thread, seq=seq, speaker=speaker, status=MessageStatus.DONE,
+                author=alice if speaker == USER_SPEAKER else None,
+                content=[{"type": "text", "text": text}], finished_at=timezone.now(),
+            )  # fmt: skip
+        Thread.objects.filter(pk=thread.pk).update(next_seq=thread.next_seq + 2)
 
 
 @pytest.mark.django_db
@@ -40,7 +56,7 @@ def test_a_returning_member_gets_one_digest_written_in_the_background(
     alice, bob, alice_thread, celery_worker
 ):
     member_add(session=alice_thread.session, by=alice, username="bob")
-    busy_room(alice, alice_thread)
+    busy_room(alice, alice_thread, worker=True)
     client = Client()
     client.force_login(bob)
     url = reverse("chat:thread_detail", kwargs={"thread": alice_thread.public_id})
@@ -55,7 +71,7 @@ def test_a_returning_member_gets_one_digest_written_in_the_background(
     assert Digest.objects.count() == 1
     # Back with nothing new: no card. After more happened: a new one, for that return.
     assert 'id="digest-card"' not in client.get(url).content.decode()
-    busy_room(alice, alice_thread)
+    busy_room(alice, alice_thread, worker=True)
     page = client.get(url).content.decode()
     assert 'id="digest-card"' in page
     assert Digest.objects.filter(user=bob, after_seq=6).exists()

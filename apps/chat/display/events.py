@@ -93,7 +93,10 @@ class Announcer:
             batch = [self.queue.get()]
             while not self.queue.empty() and len(batch) < ANNOUNCE_BATCH:
                 batch.append(self.queue.get_nowait())
-            self._announce(batch)
+            try:
+                self._announce(batch)
+            except Exception:  # the thread must outlive any one burst (a database gone away)
+                logger.exception("Could not finish announcing %d changes", len(batch))
 
     def _announce(self, batch: list[Callable[[], Iterable[tuple[str, dict]]]]) -> None:
         pushes: list[tuple[str, dict]] = []
