@@ -96,7 +96,7 @@ def message_out(message: Message, roles: dict[str, Role]) -> MessageOut:
         provider=message.provider,
         model=message.model,
         created_at=message.created_at,
-        attachments=[attachment_out(a) for a in message.attachments.all()]  # type: ignore[attr-defined]
+        attachments=[attachment_out(a) for a in message.attachments.all()]  # type: ignore[attr-defined, unused-ignore]
         if message.is_user
         else [],
     )
@@ -138,7 +138,7 @@ def get_session(request, session_id: UUID):
     access = next(iter(rooms_for_user(user=request.user).filter(pk=session.pk)))
     links = session.session_roles.select_related("role").order_by("role__sort_order")
     return SessionDetail(
-        **session_out(access, access.access).model_dump(),  # type: ignore[attr-defined]
+        **session_out(access, access.access).model_dump(),  # type: ignore[attr-defined, unused-ignore]
         roles=[
             RoleOut(
                 handle=link.role.handle,

@@ -137,8 +137,8 @@ def bubble_context(
         "earlier_versions": [] if streaming else earlier_versions(message),
         "figures": reply_figures(message, prices),
         "details": None if streaming else reply_details(message),
-        # Prefetched by `render_bubbles` (the reverse relation is one mypy's plugin misses).
-        "attachments": list(message.attachments.all())  # type: ignore[attr-defined]
+        # Prefetched by `render_bubbles` (mypy's plugin sees the reverse relation by cache order).
+        "attachments": list(message.attachments.all())  # type: ignore[attr-defined, unused-ignore]
         if message.is_user
         else [],
     }
