@@ -180,3 +180,61 @@ def pdf_text(data: bytes, *, max_chars: int = 200_000) -> str:
             pieces.append("[the rest of the document is left out]")
             break
     return "\n\n".join(pieces)[:max_chars]
+
+
+def pdf_first_page(data: bytes, *, edge: int = 800) -> bytes | None:
+    """A PDF's first page as a PNG at most `edge` pixels on its long side (None when PDFium
+    cannot draw it: the PDF is still attached and read)."""
+    import pypdfium2
+
+    try:
+        document = pypdfium2.PdfDocument(data)
+        try:
+            page = document[0]
+            width, height = page.get_size()
+            picture = page.render(scale=edge / max(width, height, 1.0)).to_pil()
+        finally:
+            document.close()
+    except (pypdfium2.PdfiumError, IndexError, ValueError):
+        return None
+    out = io.BytesIO()
+    picture.convert("RGB").save(out, format="PNG")
+    return out.getvalue()
+
+
+COLOUR_NAMES = {
+    "black": (20, 20, 20), "dark grey": (80, 80, 80), "grey": (150, 150, 150),
+    "white": (240, 240, 240), "red": (200, 40, 40), "orange": (235, 140, 40),
+    "yellow": (235, 215, 60), "green": (60, 160, 70), "dark green": (30, 80, 40),
+    "teal": (40, 150, 150), "light blue": (130, 180, 235), "blue": (40, 90, 200),
+    "dark blue": (25, 35, 90), "purple": (120, 60, 170), "pink": (235, 130, 180),
+    "brown": (120, 80, 45), "beige": (220, 200, 160),
+}  # fmt: skip
+
+
+def pixel_facts(data: bytes) -> str:
+    """What can be said of an image without a model that sees: its size, shape, main colours
+    and brightness — the stand-in when no configured model reads images."""
+    with Image.open(io.BytesIO(data), formats=list(IMAGE_FORMATS)) as source:
+        width, height = source.size
+        small = source.convert("RGB")
+        small.thumbnail((64, 64))
+    shape = "wide" if width > height * 1.2 else "tall" if height > width * 1.2 else "square"
+    counts: dict[str, int] = {}
+    raw = small.tobytes()
+    pixels = [tuple(raw[i : i + 3]) for i in range(0, len(raw), 3)]
+    for pixel in pixels:
+        name = min(
+            COLOUR_NAMES,
+            key=lambda n: sum((a - b) ** 2 for a, b in zip(pixel, COLOUR_NAMES[n], strict=True)),
+        )
+        counts[name] = counts.get(name, 0) + 1
+    main = sorted(counts.items(), key=lambda item: -item[1])
+    colours = [f"{name} ({count * 100 // len(pixels)}%)" for name, count in main[:3]
+               if count * 10 >= len(pixels)]  # fmt: skip
+    light = sum(sum(pixel) for pixel in pixels) / (3 * 255 * len(pixels))
+    tone = "dark" if light < 0.35 else "light" if light > 0.65 else "mid-toned"
+    return (
+        f"a {shape} {tone} picture, {width} by {height} pixels, mostly "
+        f"{', '.join(colours) or 'many colours'}"
+    )

@@ -75,10 +75,66 @@ def test_a_model_that_cannot_read_them_gets_words_instead_never_an_error(
     (user,) = [m for m in emulator.requests[-1].body["messages"] if m["role"] == "user"][:1]
     said = user["content"] if isinstance(user["content"], str) else str(user["content"])
     assert "image_url" not in said and "file_data" not in said
-    assert "[image 1 of this message: cat.jpg, an image (64x48 pixels) you cannot see" in said
+    # No model that sees is set up: the pixels speak, and say that is all they are.
+    assert "[image 1 of this message: cat.jpg, an image (64x48 pixels) you cannot see; a " \
+        "description of it: a wide " in said
+    assert Attachment.objects.get(pk=photo.pk).described_by.startswith("Parley, from the pixels")
     assert "[PDF 1 of this message: memo.pdf, a PDF of 1 pages; its text:" in said
     assert "Ship on Friday" in said and "buy milk" in said
     assert "Ship on Friday" in Attachment.objects.get(pk=report.pk).stand_in  # read once, kept
+
+
+def test_an_image_is_described_once_by_a_model_that_sees_for_every_model_that_cannot(
+    alice, alice_thread, emulator, emulated_anthropic, celery_worker
+):
+    """The session's own model reads text only; the director's credential (Anthropic) sees:
+    its cheap model writes the description once, and both text-only roles of an `@all` turn
+    and the next turn read that same text."""
+    from apps.chat.models import SessionRole
+
+    local = credential_save(
+        owner=alice, name="Laptop", provider="ollama", base_url=emulator.url + "/v1"
+    )
+    session = alice_thread.session
+    session_set_provider(session=session, credential=local, model="llama3.1:8b")
+    SessionRole.objects.filter(session=session, role__handle="director").update(
+        credential=emulated_anthropic, model_override="claude-sonnet-5"
+    )
+    photo = attach(alice_thread, alice, "chart.png", image_bytes("PNG", size=(80, 40)))
+    twin = attach(alice_thread, alice, "chart copy.png", image_bytes("PNG", size=(80, 40)))
+    described = "A bar chart: revenue rises from 3 to 9 over four quarters."
+    emulator.script(
+        Script(text=described, provider="anthropic", match="Describe this image"),
+        *(Script(text="Seen.", provider="openai") for _ in range(8)),
+        Script(text="Seen.", provider="anthropic"),
+    )  # fmt: skip
+    posted = message_post(thread=alice_thread, author=alice, text="@all what does it show?",
+                          attachments=[photo])  # fmt: skip
+    wait_settled(posted.replies)
+    describing = [r for r in emulator.requests if "Describe this image" in str(r.body)]
+    assert len(describing) == 1  # once, however many roles needed it
+    assert describing[0].body["model"] == "claude-haiku-4-5"  # the cheap model that sees
+    (image,) = [b for b in describing[0].body["messages"][0]["content"] if b["type"] == "image"]
+    with photo.file.open("rb") as stored:
+        assert base64.b64decode(image["source"]["data"]) == stored.read()
+    stored_photo = Attachment.objects.get(pk=photo.pk)
+    assert (stored_photo.stand_in, stored_photo.described_by) == (
+        described, "Anthropic · claude-haiku-4-5")
+    assert Attachment.objects.get(pk=twin.pk).stand_in == described  # the same bytes
+    text_only = [r for r in emulator.requests if r.provider == "openai"]
+    assert text_only and all(described in str(r.body) for r in text_only)
+    director = [r for r in emulator.requests if r.provider == "anthropic" and r not in describing]
+    assert director and all(b"image" in str(r.body).encode() for r in director)  # it sees
+    for reply in posted.replies:
+        reply.refresh_from_db()
+        if reply.provider == "ollama":
+            assert any(e.get("event") == "described" for e in reply.log)
+    # The next turn reads the kept description: nothing is described again.
+    emulator.script(Script(text="Still seen.", provider="openai"))
+    again = message_post(thread=alice_thread, author=alice, text="@assistant and now?")
+    wait_settled(again.replies)
+    assert len([r for r in emulator.requests if "Describe this image" in str(r.body)]) == 1
+    assert described in str(emulator.requests[-1].body)
 
 
 def test_a_message_queued_behind_a_turn_keeps_its_attachments(

@@ -26,7 +26,7 @@ from tests.conftest import wait_until
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-STREAMS = 52
+STREAMS = 26  # beside two tabs each: a burst of pushes at every flush
 TABS_PER_THREAD = 2
 BODY = re.compile(r'<article id="msg-[0-9a-f-]{36}"[^>]*>(.*?)</article>', re.S)
 

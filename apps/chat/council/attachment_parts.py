@@ -27,6 +27,8 @@ class MessageMedia:
 
     parts: dict[int, tuple[Part, ...]] = field(default_factory=dict)  # by message id
     blobs: dict[str, bytes] = field(default_factory=dict)  # by attachment id
+    # Images the model cannot see that have no description yet: written before the request.
+    undescribed: list[int] = field(default_factory=list)
 
 
 def media_for(message_ids: list[int], reads: Reads) -> MessageMedia:
@@ -43,12 +45,12 @@ def media_for(message_ids: list[int], reads: Reads) -> MessageMedia:
         for attachment in items:
             counts[AttachmentKind(attachment.kind)] += 1
             label = f"{attachment.get_kind_display()} {counts[AttachmentKind(attachment.kind)]}"
-            parts += _parts(attachment, label, reads, media.blobs)
+            parts += _parts(attachment, label, reads, media)
         media.parts[message_id] = tuple(parts)
     return media
 
 
-def _parts(attachment: Attachment, label: str, reads: Reads, blobs: dict[str, bytes]):
+def _parts(attachment: Attachment, label: str, reads: Reads, media: MessageMedia):
     name = f"[{label} of this message: {attachment.name}"
     readable = {
         AttachmentKind.IMAGE: ("image", reads.images),
@@ -56,30 +58,38 @@ def _parts(attachment: Attachment, label: str, reads: Reads, blobs: dict[str, by
     }
     part_type, reads_it = readable.get(AttachmentKind(attachment.kind), ("", False))
     if not reads_it:
+        if attachment.kind == AttachmentKind.IMAGE and not attachment.stand_in:
+            media.undescribed.append(attachment.pk)
         return [{"type": "text", "text": f"{name}, {stand_in(attachment)}]"}]
-    key = str(attachment.public_id)
-    blobs[key] = _bytes(attachment)
-    part = {"type": part_type, "attachment": key, "media_type": attachment.media_type,
-            "name": attachment.name}  # fmt: skip
-    return [{"type": "text", "text": f"{name}]"}, part]
+    media.blobs[str(attachment.public_id)] = attachment_bytes(attachment)
+    return [{"type": "text", "text": f"{name}]"}, media_part(attachment, part_type)]
+
+
+def media_part(attachment: Attachment, part_type: str) -> Part:
+    """The image or document part naming an attachment (its bytes go in the request's blobs
+    under the same key)."""
+    return {"type": part_type, "attachment": str(attachment.public_id),
+            "media_type": attachment.media_type, "name": attachment.name}  # fmt: skip
 
 
 def stand_in(attachment: Attachment) -> str:
     """The words for an attachment a model cannot read (a PDF's text is read once, kept)."""
     if attachment.kind == AttachmentKind.TEXT:
-        text = _bytes(attachment).decode()[:TEXT_FILE_CHARS]
+        text = attachment_bytes(attachment).decode()[:TEXT_FILE_CHARS]
         return f"a text file; its content:\n{text}\n[end of {attachment.name}]"
     if attachment.kind == AttachmentKind.PDF:
         if not attachment.stand_in:
-            attachment.stand_in = pdf_text(_bytes(attachment), max_chars=PDF_STAND_IN_CHARS)
+            attachment.stand_in = pdf_text(
+                attachment_bytes(attachment), max_chars=PDF_STAND_IN_CHARS
+            )
             Attachment.objects.filter(pk=attachment.pk).update(stand_in=attachment.stand_in)
         return f"a PDF of {attachment.pages} pages; its text:\n{attachment.stand_in}"
     size = f"{attachment.width}x{attachment.height} pixels"
     if attachment.stand_in:
         return f"an image ({size}) you cannot see; a description of it: {attachment.stand_in}"
-    return f"an image ({size}) you cannot see, and no description of it yet"
+    return f"an image ({size}) you cannot see; it could not be described just now"
 
 
-def _bytes(attachment: Attachment) -> bytes:
+def attachment_bytes(attachment: Attachment) -> bytes:
     with attachment.file.open("rb") as handle:
         return handle.read()

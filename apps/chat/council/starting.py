@@ -35,7 +35,8 @@ class ReplyStart:
     base_url: str = ""
     auth: Auth = NO_AUTH
     transcript: list = None  # type: ignore[assignment]
-    # Set when the history is too long: the summary is written first, then the request.
+    # Set when the history is too long: the summary is written first, then the request (so
+    # too when images the model cannot see need their descriptions written: `media`).
     summary_plan: summaries.SummaryPlan | None = None
     media: MessageMedia | None = None  # the history's attachments, as the reply's model reads
     request: ChatRequest | None = None
@@ -57,7 +58,7 @@ def reply_start(*, message_id: int) -> ReplyStart | None:
     start.summary_plan = summaries.plan_summary(
         thread_id=message.thread_id, entries=start.transcript
     )
-    if start.summary_plan is None:
+    if start.summary_plan is None and not start.media.undescribed:
         start.request = request_for_reply(
             message=message, transcript=start.transcript, media=start.media
         )
@@ -66,3 +67,10 @@ def reply_start(*, message_id: int) -> ReplyStart | None:
             message=message, seq=0, live_text="", roles=roster_by_handle(message.thread.session)
         )
     return start
+
+
+def reread_history(*, message) -> tuple[MessageMedia, list]:
+    """The history's attachments and entries again (after their descriptions were written)."""
+    history = reply_history(message=message)
+    media = history_media(message=message, history=history)
+    return media, transcript_entries(message=message, media=media, history=history)

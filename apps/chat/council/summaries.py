@@ -9,7 +9,6 @@ extends it. Concurrent replies of a fan-out wait for one writer (a Redis lock).
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from dataclasses import dataclass
 
@@ -18,6 +17,7 @@ from django.conf import settings
 from django.db import IntegrityError
 
 from apps.chat import livestate
+from apps.chat.council.once import written_once
 from apps.chat.council.prompting import TranscriptEntry, entry_block, estimate_tokens
 from apps.chat.models import ThreadSummary
 from apps.chat.records.text import storable
@@ -160,17 +160,8 @@ async def ensure_summary(
     """
     if plan.existing is not None:
         return plan.existing
-    key = f"{livestate.PREFIX}:summary-lock:{plan.thread_id}:{plan.covers_id}"
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + WAIT_SECONDS
-    while True:
-        found = await database_sync_to_async(_stored)(plan)
-        if found is not None:
-            return found
-        if await redis.set(key, "1", nx=True, ex=LOCK_SECONDS) or loop.time() > deadline:
-            break
-        await asyncio.sleep(0.25)
-    try:
+
+    async def write() -> Summary | None:
         # The provider's fast, inexpensive model; a server of one's own reuses the reply's.
         summary_model = describe(adapter.kind).cheap_model or model
         try:
@@ -190,5 +181,12 @@ async def ensure_summary(
             model=summary_model,
             usage=usage.as_dict(),
         )
-    finally:
-        await redis.delete(key)
+
+    return await written_once(
+        redis,
+        f"{livestate.PREFIX}:summary-lock:{plan.thread_id}:{plan.covers_id}",
+        stored=database_sync_to_async(lambda: _stored(plan)),
+        write=write,
+        wait_seconds=WAIT_SECONDS,
+        lock_seconds=LOCK_SECONDS,
+    )

@@ -15,6 +15,7 @@ LOG_WORDS = {
     "tool_limit": "tool rounds used up",
     "format": "answer shaped by intent",
     "cache_ttl": "prompt cache",
+    "described": "images put in words for a model that cannot see",
     "tool_prose": "prose held back",
     "synthesis": "answered from the evidence",
     "tools_first": "tools first given up",

@@ -19,11 +19,12 @@ from django.conf import settings
 
 from apps.chat import livestate
 from apps.chat.council import orchestration, summaries, tools
+from apps.chat.council.descriptions import describe_images
 from apps.chat.council.dispatch import enqueue_reply
 from apps.chat.council.intent import intent_from_model, with_format_rule
 from apps.chat.council.replies import reply_rerun, reply_settle
 from apps.chat.council.requests import request_for_reply
-from apps.chat.council.starting import ReplyStart, reply_start
+from apps.chat.council.starting import ReplyStart, reply_start, reread_history
 from apps.chat.council.turn_guard import TurnGuard
 from apps.chat.display import events
 from apps.chat.live.hub import StreamHub, in_db_thread, stream_hub
@@ -162,8 +163,12 @@ class ReplyRun:
         the cheap model reads from the person's message when the rules were unsure."""
         start, live = self.start, self.live
         request, plan = start.request, start.summary_plan
-        if plan is not None:
-            summary = await summaries.ensure_summary(
+        if start.media is not None and start.media.undescribed:
+            live.note("described", await describe_images(
+                start.media.undescribed, message=self.message, redis=self.hub.redis))  # fmt: skip
+            start.media, start.transcript = await in_db_thread(reread_history)(message=self.message)
+        if request is None:
+            summary = None if plan is None else await summaries.ensure_summary(
                 plan, adapter=adapter, model=self.message.model, api_key=start.api_key,
                 base_url=start.base_url, auth=start.auth, redis=self.hub.redis,
             )  # fmt: skip

@@ -56,6 +56,9 @@ class Attachment(models.Model):
     # The stand-in for a model that cannot read it: a description of an image, written once by
     # a model that can see; a PDF's text.
     stand_in = models.TextField(blank=True)
+    described_by = models.CharField(max_length=160, blank=True)  # "openai · gpt-4.1-mini"
+    # A PDF's first page as a PNG, shown in the bubble and the lightbox.
+    preview = models.FileField(max_length=255, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
