@@ -76,8 +76,10 @@ def test_a_model_that_cannot_read_them_gets_words_instead_never_an_error(
     said = user["content"] if isinstance(user["content"], str) else str(user["content"])
     assert "image_url" not in said and "file_data" not in said
     # No model that sees is set up: the pixels speak, and say that is all they are.
-    assert "[image 1 of this message: cat.jpg, an image (64x48 pixels) you cannot see; a " \
+    assert (
+        "[image 1 of this message: cat.jpg, an image (64x48 pixels) you cannot see; a "
         "description of it: a wide " in said
+    )
     assert Attachment.objects.get(pk=photo.pk).described_by.startswith("Parley, from the pixels")
     assert "[PDF 1 of this message: memo.pdf, a PDF of 1 pages; its text:" in said
     assert "Ship on Friday" in said and "buy milk" in said
@@ -119,7 +121,9 @@ def test_an_image_is_described_once_by_a_model_that_sees_for_every_model_that_ca
         assert base64.b64decode(image["source"]["data"]) == stored.read()
     stored_photo = Attachment.objects.get(pk=photo.pk)
     assert (stored_photo.stand_in, stored_photo.described_by) == (
-        described, "Anthropic · claude-haiku-4-5")
+        described,
+        "Anthropic · claude-haiku-4-5",
+    )
     assert Attachment.objects.get(pk=twin.pk).stand_in == described  # the same bytes
     text_only = [r for r in emulator.requests if r.provider == "openai"]
     assert text_only and all(described in str(r.body) for r in text_only)
