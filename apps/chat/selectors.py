@@ -24,6 +24,9 @@ from apps.chat.models import (
     Turn,
 )
 from apps.chat.reading import with_unread_threads
+from apps.providers.models import Credential
+from apps.providers.registry import get_adapter
+from apps.providers.selectors import models_reads
 from apps.roles.models import Role
 
 if TYPE_CHECKING:
@@ -356,3 +359,40 @@ def attachments_waiting(*, owner, thread: Thread, ids: list[str]) -> list[Attach
         )
     }  # fmt: skip
     return [found[i] for i in dict.fromkeys(wanted) if i in found]
+
+
+def reply_provider(
+    *, session: Session, role: Role, link: SessionRole | None = None
+) -> tuple[str, str, Credential | None]:
+    """The provider kind, model and credential a role's reply uses in this session.
+
+    A per-role credential in the session wins, then the session's credential; without either
+    the demo provider answers. The model: the session's per-role override, the role's own
+    override, the session's model (for the session's credential), the provider default.
+    """
+    if link is None:
+        link = (
+            SessionRole.objects.select_related("credential")
+            .filter(session=session, role=role)
+            .first()
+        )
+    role_credential = link.credential if link else None
+    credential = role_credential or session.credential
+    adapter = get_adapter(credential.provider if credential else "demo")
+    if credential is None:
+        return adapter.kind, adapter.default_model, None
+    session_model = "" if role_credential else session.model
+    override = link.model_override if link else ""
+    model = override or role.model_override or session_model or adapter.default_model
+    return adapter.kind, model, credential
+
+
+def roles_reading_descriptions(*, session: Session, links: list[SessionRole]) -> list[str]:
+    """The handles of the session's roles whose model cannot see images: they read each
+    image's description instead (see `council.descriptions`)."""
+    chosen = {
+        link.role.handle: reply_provider(session=session, role=link.role, link=link)[:2]
+        for link in links
+    }
+    reads = models_reads(chosen.values())
+    return [handle for handle, pair in chosen.items() if not reads[pair].images]

@@ -3,6 +3,7 @@
 // page. Each upload shows as a chip with a progress bar until the server answers with the
 // file's chip (a thumbnail or an icon, the name, the size, a remove button) or a sentence
 // saying why it was refused; the message box is never touched. Sent with the message.
+// Sent attachments open in the lightbox.
 (function () {
   "use strict";
 
@@ -126,6 +127,69 @@
     event.preventDefault();
     upload(Array.from(event.dataTransfer.files || []));
   });
+  // The lightbox: a thumbnail (or a PDF's first page) opens large with its name, facts and
+  // the description text-only models read; ← and → go through the message's pictures, Esc
+  // closes, and the focus goes back to the thumbnail.
+  let gallery = [];
+  let shown = 0;
+  let opener = null;
+
+  function show(index) {
+    const box = document.getElementById("lightbox");
+    if (!box || !gallery.length) return;
+    shown = (index + gallery.length) % gallery.length;
+    const link = gallery[shown];
+    const data = link.dataset;
+    document.getElementById("lightbox-title").textContent = data.name || "";
+    document.getElementById("lightbox-facts").textContent =
+      (data.kind === "pdf" ? "PDF, its first page · " : "") + (data.facts || "");
+    document.getElementById("lightbox-position").textContent =
+      gallery.length > 1 ? (shown + 1) + " of " + gallery.length : "";
+    const image = document.getElementById("lightbox-image");
+    image.src = data.src;
+    image.alt = data.kind === "pdf" ? "The first page of " + data.name : data.name;
+    const open = document.getElementById("lightbox-open");
+    open.href = link.getAttribute("href");
+    open.textContent = data.kind === "pdf" ? "Download the PDF" : "Open full size";
+    if (data.kind === "pdf") open.setAttribute("download", ""); else open.removeAttribute("download");
+    const description = document.getElementById("lightbox-description");
+    description.hidden = !data.description;
+    document.getElementById("lightbox-description-text").textContent = data.description || "";
+    document.getElementById("lightbox-described-by").textContent =
+      data.describedBy ? "Written once by " + data.describedBy + "." : "";
+    box.querySelectorAll("[data-lightbox-step]").forEach(function (button) {
+      button.hidden = gallery.length < 2;
+    });
+  }
+
+  document.addEventListener("click", function (event) {
+    const step = event.target.closest && event.target.closest("[data-lightbox-step]");
+    if (step) {
+      show(shown + Number(step.dataset.lightboxStep));
+      return;
+    }
+    const link = event.target.closest && event.target.closest("a[data-lightbox]");
+    const box = document.getElementById("lightbox");
+    if (!link || !box || event.ctrlKey || event.metaKey || event.shiftKey) return;
+    event.preventDefault();
+    const list = link.closest(".msg-attachments");
+    gallery = list ? Array.from(list.querySelectorAll("a[data-lightbox]")) : [link];
+    opener = link;
+    show(gallery.indexOf(link));
+    if (!box.open) box.showModal();
+  });
+  document.addEventListener("keydown", function (event) {
+    const box = document.getElementById("lightbox");
+    if (!box || !box.open) return;
+    if (event.key === "ArrowRight" || event.key === "ArrowLeft") {
+      event.preventDefault();
+      show(shown + (event.key === "ArrowRight" ? 1 : -1));
+    }
+  });
+  document.addEventListener("close", function (event) {
+    if (event.target.id === "lightbox" && opener && opener.isConnected) opener.focus();
+  }, true);
+
   document.addEventListener("htmx:afterSwap", sync);
   document.addEventListener("htmx:afterRequest", function (event) {
     if (event.target.closest && event.target.closest(".attachment-remove")) sync();

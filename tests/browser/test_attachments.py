@@ -1,10 +1,12 @@
 """Attaching in the composer, in Chromium (issue 35, items 1 and 4): the Attach button,
 pasting and dropping, chips with a thumbnail or an icon and a remove button, a refused file
-said in a sentence with the message box untouched, and the thumbnails in the sent bubble."""
+said in a sentence with the message box untouched, the thumbnails and a PDF's first page in the
+sent bubble, and the lightbox with the description a text-only model reads."""
 
 from __future__ import annotations
 
 import base64
+import re
 
 import pytest
 from playwright.sync_api import expect
@@ -60,6 +62,11 @@ def test_attach_paste_and_drop_make_chips_and_the_sent_bubble_shows_them(chat, f
     expect(chips(chat).nth(1).locator("img.attachment-thumb")).to_be_visible()
     chat.evaluate(FIRE, ["drop", [as_file("notes.md", "text/markdown", b"# Notes\n")]])
     expect(chips(chat)).to_have_count(3)
+    # An image waits: the roles whose model reads text only (the demo's) say so.
+    expect(chat.locator(".attachment-sight")).to_be_visible()
+    expect(chat.locator(".attachment-sight")).to_contain_text("@assistant")
+    expect(chat.locator("#role-picker .chip--describing").first).to_have_attribute(
+        "title", re.compile("reads a description of each image"))  # fmt: skip
     chat.locator("#composer").screenshot(path=shots / "attachments-composer-1280.png")
     # Taken out again: the chip goes, and so does the waiting row.
     chips(chat).nth(2).get_by_role("button", name="Remove notes.md").click()
@@ -70,9 +77,32 @@ def test_attach_paste_and_drop_make_chips_and_the_sent_bubble_shows_them(chat, f
     expect(chat.locator("#attachment-chips")).to_be_hidden()
     person = bubble(chat, "user").last
     expect(person.locator(".msg-attachment-image img")).to_have_count(1)
-    expect(person.locator(".attachment-chip--pdf")).to_contain_text("report.pdf")
+    page_one = person.locator(".msg-attachment-page")
+    expect(page_one).to_contain_text("report.pdf · 1 page")  # its first page, drawn
+    expect(person.locator(".msg-attachments-note")).to_contain_text("@assistant")
     wait_done(bubble(chat, "assistant").last)
     chat.screenshot(path=shots / "attachments-sent-1280.png")
+    assert page_one.locator("img").evaluate("img => img.naturalWidth") > 100
+    # The lightbox: the PDF's first page, then (→) the image with the description the demo
+    # (a text-only model) read; Esc closes it and the focus goes back.
+    page_one.click()
+    lightbox = chat.locator("#lightbox")
+    expect(lightbox).to_be_visible()
+    expect(lightbox.locator("#lightbox-title")).to_have_text("report.pdf")
+    expect(lightbox.locator("#lightbox-position")).to_have_text("1 of 2")
+    chat.keyboard.press("ArrowRight")
+    expect(lightbox.locator("#lightbox-title")).to_have_text("image.png")
+    expect(lightbox.locator("#lightbox-facts")).to_contain_text("60 \u00d7 40 px")
+    chat.screenshot(path=shots / "attachments-lightbox-1280.png")
+    chat.keyboard.press("Escape")
+    expect(lightbox).to_be_hidden()
+    expect(page_one).to_be_focused()
+    chat.reload()  # the description was written for the demo's reply: now it is shown
+    bubble(chat, "user").last.locator(".msg-attachment-image").click()
+    expect(lightbox.locator("#lightbox-description")).to_be_visible()
+    lightbox.locator("#lightbox-description summary").click()
+    expect(lightbox.locator("#lightbox-description-text")).to_contain_text("60 by 40 pixels")
+    expect(lightbox.locator("#lightbox-described-by")).to_contain_text("from the pixels")
     sent = Message.objects.get(thread=chat.session.active_thread, speaker="user")
     assert [a.name for a in sent.attachments.order_by("position")] == ["report.pdf", "image.png"]
     assert not Attachment.objects.filter(name="notes.md").exists()

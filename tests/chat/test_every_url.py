@@ -66,6 +66,12 @@ def urls(w) -> list[tuple[str, str, dict, set[int]]]:
         ("post", reverse("chat:attachments_upload", kwargs={"thread": t}), {}, {422}),
         ("get", reverse("chat:attachment_file", kwargs={"attachment": w["attachment"]}), {}, {200}),
         (
+            "get",
+            reverse("chat:attachment_preview", kwargs={"attachment": w["attachment"]}),
+            {},
+            {404},
+        ),  # an image has no preview; a PDF's is its first page
+        (
             "post",
             reverse("chat:attachment_remove", kwargs={"attachment": w["attachment"]}),
             {},

@@ -29,8 +29,9 @@ from apps.chat.models import (
 )
 from apps.chat.records.budgets import budget_reserve
 from apps.chat.records.messages import notice_create
-from apps.chat.records.replies import message_finish, reply_provider
+from apps.chat.records.replies import message_finish
 from apps.chat.records.text import storable
+from apps.chat.selectors import reply_provider
 from apps.roles.models import Role
 from apps.roles.selectors import roles_by_handle
 

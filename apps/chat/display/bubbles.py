@@ -27,6 +27,7 @@ from apps.chat.models import (
 )
 from apps.chat.reading import session_unread, thread_unread
 from apps.chat.selectors import (
+    roles_reading_descriptions,
     round_state,
     session_links,
     thread_queue,
@@ -119,6 +120,12 @@ def bubble_context(
     text = shown_text(message) if live_text is None else live_text
     streaming = message.status in (MessageStatus.QUEUED, MessageStatus.STREAMING)
     activity, suggestions = tool_activity(message)
+    # Prefetched by `render_bubbles` (mypy's plugin sees the reverse relation by cache order).
+    attachments = (
+        list(message.attachments.all())  # type: ignore[attr-defined, unused-ignore]
+        if message.is_user
+        else []
+    )
     return {
         "message": message,
         "role": role,
@@ -137,11 +144,26 @@ def bubble_context(
         "earlier_versions": [] if streaming else earlier_versions(message),
         "figures": reply_figures(message, prices),
         "details": None if streaming else reply_details(message),
-        # Prefetched by `render_bubbles` (mypy's plugin sees the reverse relation by cache order).
-        "attachments": list(message.attachments.all())  # type: ignore[attr-defined, unused-ignore]
-        if message.is_user
-        else [],
+        "attachments": attachments,
+        "describing": _describing(message, attachments),
     }
+
+
+def _describing(message: Message, attachments: list) -> list[str]:
+    """The roles that read a description of this message's images (their models cannot
+    see), worked out once per session object."""
+    if not any(attachment.is_image for attachment in attachments):
+        return []
+    session = message.thread.session
+    handles = session.__dict__.get("_describing")
+    if handles is None:
+        links = session_links(session=session)
+        handles = session.__dict__["_describing"] = roles_reading_descriptions(
+            session=session, links=links
+        )
+    if message.private:  # a whisper reaches only its audience
+        return [handle for handle in handles if handle in message.audience_roles]
+    return handles
 
 
 def whisper_label(message: Message) -> str:
@@ -293,7 +315,12 @@ def session_controls_context(session, usage=None) -> dict:
     """What the summary strip, the role picker and the addressing line show (`usage`: the
     session's totals, when the caller has read them)."""
     usage = session_usage(session=session) if usage is None else usage
-    return {**_strip_context(session, usage), "links": session_links(session=session)}
+    links = session_links(session=session)
+    return {
+        **_strip_context(session, usage),
+        "links": links,
+        "describing": roles_reading_descriptions(session=session, links=links),
+    }
 
 
 def _strip_context(session, usage: UsageSummary) -> dict:

@@ -2,22 +2,27 @@
 
 from __future__ import annotations
 
-from django.http import FileResponse
+from django.http import FileResponse, Http404
 
 from apps.chat.models import Attachment
 
 
-def attachment_response(attachment: Attachment) -> FileResponse:
+def attachment_response(attachment: Attachment, *, preview: bool = False) -> FileResponse:
     """The stored bytes with the sniffed type (never a guess from the name) and `nosniff`:
     images inline (re-encoded, so safe to show), everything else as a download, in a sandbox
-    either way."""
-    text = attachment.kind == "text"
-    response = FileResponse(
-        attachment.file.open("rb"),
-        content_type=attachment.media_type + ("; charset=utf-8" if text else ""),
-        as_attachment=not attachment.is_image,
-        filename=attachment.name,
-    )
+    either way. `preview`: a PDF's first page, drawn by Parley as a PNG, inline."""
+    if preview:
+        if not attachment.preview:
+            raise Http404("This attachment has no preview.")
+        response = FileResponse(attachment.preview.open("rb"), content_type="image/png")
+    else:
+        text = attachment.kind == "text"
+        response = FileResponse(
+            attachment.file.open("rb"),
+            content_type=attachment.media_type + ("; charset=utf-8" if text else ""),
+            as_attachment=not attachment.is_image,
+            filename=attachment.name,
+        )
     response["X-Content-Type-Options"] = "nosniff"
     response["Content-Security-Policy"] = "default-src 'none'; sandbox"
     # The bytes behind an id never change; access may, so only the browser keeps them.

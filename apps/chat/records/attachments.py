@@ -11,7 +11,7 @@ from django.core.files.base import ContentFile
 from django.core.files.storage import default_storage
 from django.db import transaction
 
-from apps.attachments.sniff import Refused, sniff
+from apps.attachments.sniff import Refused, Sniffed, pdf_first_page, sniff
 from apps.chat.models import Attachment, Message, QueuedMessage, Session, Thread
 from apps.chat.models.attachments import stored_name
 from apps.chat.records.sessions import session_workspace
@@ -40,8 +40,8 @@ def attachment_add(*, session: Session, owner, thread: Thread | None, name: str,
     with transaction.atomic():
         # The session's row locks the quota's arithmetic against a concurrent upload.
         Session.objects.select_for_update().filter(pk=session.pk).first()
-        stored = Attachment.objects.filter(session=session, sha256=digest).exists()
-        if not stored:
+        twin = Attachment.objects.filter(session=session, sha256=digest).first()
+        if twin is None:
             _check_quota(session, len(kept.data), name)
             if not default_storage.exists(path):
                 default_storage.save(path, ContentFile(kept.data))
@@ -49,7 +49,23 @@ def attachment_add(*, session: Session, owner, thread: Thread | None, name: str,
             session=session, owner=owner, thread=thread, name=name, kind=kept.kind,
             media_type=kept.media_type, size=len(kept.data), sha256=digest, file=path,
             width=kept.width, height=kept.height, pages=kept.pages,
+            # What was worked out for the same bytes before is not worked out again.
+            stand_in=twin.stand_in if twin else "", described_by=twin.described_by if twin else "",
+            preview=twin.preview.name if twin else _preview(kept, path),
         )  # fmt: skip
+
+
+def _preview(kept: Sniffed, path: str) -> str:
+    """A PDF's first page, stored beside it (empty when it does not render)."""
+    if kept.kind != "pdf":
+        return ""
+    picture = pdf_first_page(kept.data)
+    if picture is None:
+        return ""
+    name = path.rsplit(".", 1)[0] + ".page1.png"
+    if not default_storage.exists(name):
+        default_storage.save(name, ContentFile(picture))
+    return name
 
 
 def _check_quota(session: Session, adding: int, name: str) -> None:
@@ -96,6 +112,9 @@ def attachment_discard(*, attachment: Attachment) -> None:
     if attachment.message_id is not None or attachment.queued_id is not None:
         raise ValidationError("A sent attachment stays with its message.")
     path, session, digest = attachment.file.name or "", attachment.session, attachment.sha256
+    preview = attachment.preview.name or ""
     attachment.delete()
     if path and not Attachment.objects.filter(session=session, sha256=digest).exists():
         default_storage.delete(path)
+        if preview:
+            default_storage.delete(preview)

@@ -22,38 +22,11 @@ from apps.chat.models import (
 )
 from apps.chat.records.budgets import budget_spend
 from apps.chat.records.text import storable, storable_parts
-from apps.providers.models import Credential
-from apps.providers.registry import get_adapter
+from apps.chat.selectors import reply_provider
 from apps.providers.types import NO_AUTH, Auth
 from apps.roles.models import Role
 
 logger = logging.getLogger(__name__)
-
-
-def reply_provider(
-    *, session: Session, role: Role, link: SessionRole | None = None
-) -> tuple[str, str, Credential | None]:
-    """The provider kind, model and credential a role's reply uses in this session.
-
-    A per-role credential in the session wins, then the session's credential; without either
-    the demo provider answers. The model: the session's per-role override, the role's own
-    override, the session's model (for the session's credential), the provider default.
-    """
-    if link is None:
-        link = (
-            SessionRole.objects.select_related("credential")
-            .filter(session=session, role=role)
-            .first()
-        )
-    role_credential = link.credential if link else None
-    credential = role_credential or session.credential
-    adapter = get_adapter(credential.provider if credential else "demo")
-    if credential is None:
-        return adapter.kind, adapter.default_model, None
-    session_model = "" if role_credential else session.model
-    override = link.model_override if link else ""
-    model = override or role.model_override or session_model or adapter.default_model
-    return adapter.kind, model, credential
 
 
 def reply_placeholder(

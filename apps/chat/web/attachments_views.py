@@ -60,3 +60,9 @@ def attachment_remove(request, attachment):
 @require_GET
 def attachment_file(request, attachment):
     return attachment_response(attachment_for(request, attachment, Need.READ))
+
+
+@require_GET
+def attachment_preview(request, attachment):
+    """A PDF's first page as a picture (for the bubble and the lightbox)."""
+    return attachment_response(attachment_for(request, attachment, Need.READ), preview=True)

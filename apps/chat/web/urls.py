@@ -30,6 +30,11 @@ urlpatterns = [
     ),
     path("a/<uuid:attachment>/", attachments_views.attachment_file, name="attachment_file"),
     path(
+        "a/<uuid:attachment>/preview/",
+        attachments_views.attachment_preview,
+        name="attachment_preview",
+    ),
+    path(
         "a/<uuid:attachment>/remove/",
         attachments_views.attachment_remove,
         name="attachment_remove",

@@ -34,6 +34,7 @@ from apps.chat.search import search_session, search_sessions
 from apps.chat.selectors import (
     attachments_waiting,
     messages_for_user,
+    roles_reading_descriptions,
     session_links,
     sessions_for_user,
     thread_in_flight_for_session,
@@ -194,9 +195,11 @@ def composer_context(*, session, thread, links=None) -> dict:
     """What the composer shows (its role picker and addressing line; not the summary strip,
     whose totals cost a query over the whole session, on every message sent). `links`: the
     session's roles, when the caller has read them."""
+    links = session_links(session=session) if links is None else links
     return {
         "session": session,
-        "links": session_links(session=session) if links is None else links,
+        "links": links,
+        "describing": roles_reading_descriptions(session=session, links=links),
         "thread": thread,
         "client_token": uuid.uuid4(),  # a new one per composer: see message_post
     }
