@@ -14,9 +14,11 @@ from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E40
 from apps.chat.live.routing import websocket_urlpatterns  # noqa: E402
 from apps.chat.live.shutdown import close_tabs_on_shutdown  # noqa: E402
 from config import urls  # noqa: E402, F401  (loaded now, so frozen with the rest)
+from config.daphne_bodies import leave_bodies_to_django  # noqa: E402
 from config.heap import freeze_startup_heap  # noqa: E402
 
 close_tabs_on_shutdown()  # a stopping daphne asks its tabs to reconnect elsewhere at once
+leave_bodies_to_django()  # twisted's own parse of uploads blocks the reactor (see there)
 
 application = ProtocolTypeRouter(
     {

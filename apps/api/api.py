@@ -7,6 +7,7 @@ import math
 from django.conf import settings
 from django.core.exceptions import PermissionDenied, RequestDataTooBig, ValidationError
 from django.http import Http404
+from django.http.multipartparser import MultiPartParserError
 from ninja import NinjaAPI
 from ninja.errors import AuthenticationError, HttpError, Throttled
 from ninja.errors import ValidationError as SchemaError
@@ -96,6 +97,11 @@ def http_error(request, exc: HttpError):
 def too_big(request, exc: RequestDataTooBig):
     limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
     return _error(request, 413, f"The body is over the limit of {limit:,} bytes.", "body")
+
+
+@api.exception_handler(MultiPartParserError)
+def not_multipart(request, exc: MultiPartParserError):
+    return _error(request, 400, f"The body is not valid multipart/form-data ({exc}).", "body")
 
 
 @api.exception_handler(Http404)

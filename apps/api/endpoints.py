@@ -8,7 +8,7 @@ from uuid import UUID
 
 from django.core.exceptions import ValidationError
 from django.db.models import QuerySet, prefetch_related_objects
-from ninja import Field, Query, Router, Schema
+from ninja import Field, File, Query, Router, Schema, UploadedFile
 from ninja.errors import HttpError
 from ninja.responses import Status
 
@@ -37,6 +37,7 @@ from apps.chat.council.commands import command_list
 from apps.chat.display.files import attachment_response
 from apps.chat.models import Attachment, Message, MessageStatus, Stage, Thread, speaker_name
 from apps.chat.records import sessions, threads
+from apps.chat.records.attachments import MAX_FILES_AT_ONCE, attachment_add, attachment_discard
 from apps.chat.selectors import (
     attachments_for_user,
     attachments_waiting,
@@ -341,10 +342,53 @@ def regenerate_reply(request, message_id: UUID):
     return _rerun(request, message_id, failed_only=False)
 
 
+@router.post(
+    "/threads/{thread_id}/attachments",
+    response={201: list[AttachmentOut], **ERRORS, 422: Error},
+    summary="Attach files, to name in the next message",
+)
+def upload_attachments(
+    request,
+    thread_id: UUID,
+    files: list[UploadedFile] = File(..., min_length=1, max_length=MAX_FILES_AT_ONCE),  # noqa: B008
+):
+    """Upload images (PNG, JPEG, WebP, GIF), PDFs or text files as multipart `files`; they wait
+    for a message that names them in `attachments`. All or nothing: a refused file (its type,
+    its size, the session's quota) is said in `detail` and none of them is kept."""
+    require_post_scope(request)
+    thread = _thread(request, thread_id, Need.TALK)
+    kept: list[Attachment] = []
+    try:
+        for upload in files:
+            name, data = upload.name or "", upload.read()
+            added = attachment_add(
+                session=thread.session, owner=request.user, thread=thread, name=name, data=data
+            )
+            kept.append(added)
+    except ValidationError as exc:
+        for attachment in kept:
+            attachment_discard(attachment=attachment)
+        raise Refused(422, " ".join(exc.messages), "files") from None
+    return Status(201, [attachment_out(attachment) for attachment in kept])
+
+
+FILE_TYPES = ("image/*", "application/pdf", "text/*", "application/json")
+
+
 @router.get(
     "/attachments/{attachment_id}",
     response={200: bytes, **ERRORS},
     summary="An attachment's bytes",
+    openapi_extra={
+        "responses": {
+            "200": {
+                "description": "The stored file, with its sniffed type",
+                "content": {
+                    kind: {"schema": {"type": "string", "format": "binary"}} for kind in FILE_TYPES
+                },
+            }
+        }
+    },
 )
 def get_attachment(request, attachment_id: UUID):
     """The stored file, with its sniffed type (a whisper's only to its audience)."""

@@ -20,6 +20,7 @@ from apps.chat.selectors import attachments_bytes
 
 MAX_ATTACHMENT_BYTES = 32 * 1024 * 1024  # a PDF as big as Anthropic's whole request may be
 MAX_PER_MESSAGE = 20  # Anthropic shrinks every image of a request that holds more
+MAX_FILES_AT_ONCE = 20  # in one upload
 
 
 def attachment_add(*, session: Session, owner, thread: Thread | None, name: str, data: bytes):

@@ -10,11 +10,9 @@ from django.views.decorators.http import require_GET, require_POST
 
 from apps.chat.access import Need, reach
 from apps.chat.display.files import attachment_response
-from apps.chat.records.attachments import attachment_add, attachment_discard
+from apps.chat.records.attachments import MAX_FILES_AT_ONCE, attachment_add, attachment_discard
 from apps.chat.selectors import attachments_for_user
 from apps.chat.web.lookup import thread_for
-
-MAX_FILES_AT_ONCE = 20
 
 
 def attachment_for(request, public_id, need: Need):
