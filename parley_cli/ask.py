@@ -1,28 +1,41 @@
-"""`parley ask "…" --session NAME`: post one message, wait for the turn's replies, print them
-(or JSON with --json), exit 0 when every reply finished, 1 when one failed or was stopped."""
+"""`parley ask "…" --session NAME [--attach FILE …]`: post one message (with its attachments),
+wait for the turn's replies, print them (or JSON with --json), exit 0 when every reply finished,
+1 when one failed or was stopped."""
 
 from __future__ import annotations
 
 import asyncio
 import json
 import sys
+from collections.abc import Sequence
+from pathlib import Path
 
 from parley_cli.client import Api, ThreadState, follow
 
 IN_FLIGHT = {"queued", "streaming"}
 
 
-async def ask(api: Api, text: str, *, session: str, thread: str | None, timeout: float):
-    """The turn's replies (each a message dict with its final text), in transcript order."""
+async def ask(
+    api: Api,
+    text: str,
+    *,
+    session: str,
+    thread: str | None,
+    timeout: float,
+    attach: Sequence[Path] = (),
+):
+    """The turn's replies (each a message dict with its final text), in transcript order;
+    `attach`: files sent with the message (images, PDFs, text files)."""
     found = await api.find_session(session)
     thread_id = thread or found["active_thread"]
+    attached = [a["id"] for a in await api.attach(thread_id, list(attach))] if attach else []
     state = ThreadState()
     events = follow(api, thread_id)
     async for kind, data in events:  # the stream is open before posting: nothing is missed
         state.apply(kind, data)
         if kind == "snapshot" or kind == "message":
             break
-    posted = await api.post(thread_id, text)
+    posted = await api.post(thread_id, text, attached)
     wanted = {reply["id"] for reply in posted["replies"]}
     for message in posted["replies"] + posted["notices"]:
         state.know(message)

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -70,8 +71,19 @@ class Api:
         )
         return page["items"]
 
-    async def post(self, thread_id: str, text: str) -> dict:
-        return await self.call("POST", f"/threads/{thread_id}/messages", json={"text": text})
+    async def post(self, thread_id: str, text: str, attachments: Sequence[str] = ()) -> dict:
+        body = {"text": text, "attachments": list(attachments)}
+        return await self.call("POST", f"/threads/{thread_id}/messages", json=body)
+
+    async def attach(self, thread_id: str, paths: list[Path]) -> list[dict]:
+        """Upload files to wait for the next message (all or none; Parley says why not)."""
+        files = []
+        for path in paths:
+            try:
+                files.append(("files", (path.name, path.read_bytes())))
+            except OSError as exc:
+                raise ApiError(0, f"Cannot read {path}: {exc.strerror or exc}", "files") from None
+        return await self.call("POST", f"/threads/{thread_id}/attachments", files=files)
 
     async def stop(self, thread_id: str) -> dict:
         return await self.call("POST", f"/threads/{thread_id}/stop")

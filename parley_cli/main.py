@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import sys
+from pathlib import Path
 
 from parley_cli import config
 from parley_cli.client import Api, ApiError
@@ -20,6 +21,10 @@ def _parser() -> argparse.ArgumentParser:
     ask.add_argument("text")
     ask.add_argument("--session", required=True, help="the session's name")
     ask.add_argument("--thread", help="a thread's id (else the session's current one)")
+    ask.add_argument(
+        "--attach", action="append", type=Path, default=[], metavar="FILE",
+        help="an image, PDF or text file to send with it (repeat for more)",
+    )  # fmt: skip
     ask.add_argument("--json", action="store_true", help="the replies as JSON")
     ask.add_argument("--timeout", type=float, default=600, help="seconds to wait (600)")
     login = commands.add_parser("login", help="save the server's address and your token")
@@ -56,8 +61,9 @@ async def _ask(settings: config.Config, args) -> int:
     api = Api(settings)
     try:
         replies = await ask(
-            api, args.text, session=args.session, thread=args.thread, timeout=args.timeout
-        )
+            api, args.text, session=args.session, thread=args.thread, timeout=args.timeout,
+            attach=args.attach,
+        )  # fmt: skip
     except ApiError as exc:
         where = f" ({exc.field})" if exc.field else ""
         print(f"Parley refused{where}: {exc.detail}", file=sys.stderr)

@@ -6,6 +6,8 @@ state; the queue shows while a turn runs; `@` and `/` complete; Esc stops the re
 from __future__ import annotations
 
 import asyncio
+import shlex
+from pathlib import Path
 
 from rich.markdown import Markdown
 from rich.markup import escape
@@ -117,6 +119,7 @@ class ParleyChat(App):
         self.rounds = ""
         self.session: dict = {}
         self.row: Horizontal | None = None  # the parallel stage panels are added to
+        self.attached: list[dict] = []  # uploaded by /attach, sent with the next message
 
     def compose(self) -> ComposeResult:
         yield Header()
@@ -124,7 +127,7 @@ class ParleyChat(App):
         yield VerticalScroll(id="transcript")
         yield Static("", id="queue")
         yield Input(
-            placeholder="Message the council — @handle addresses a role, / a command, Esc stops",
+            placeholder="Message the council: @handle a role, / a command, /attach FILE, Esc: stop",
             suggester=self.suggester,
             id="composer",
         )
@@ -170,7 +173,7 @@ class ParleyChat(App):
         self.sub_title = self.session["name"]
         self.thread_id = self.thread_id or self.session["active_thread"]
         self.suggester.handles = ["all", *(r["handle"] for r in self.session["roles"])]
-        self.suggester.commands = [c["name"] for c in self.session["commands"]]
+        self.suggester.commands = [c["name"] for c in self.session["commands"]] + ["attach"]
         for message in await self.api.messages(self.thread_id):
             self.show(self.state.know(message))
         self.query_one("#composer", Input).focus()
@@ -282,12 +285,17 @@ class ParleyChat(App):
         text = event.value.strip()
         if not text or not self.thread_id:
             return
+        if text.split(" ", 1)[0] == "/attach":
+            if await self.attach(text.removeprefix("/attach").strip()):
+                event.input.value = ""
+            return
         try:
-            posted = await self.api.post(self.thread_id, text)
+            posted = await self.api.post(self.thread_id, text, [a["id"] for a in self.attached])
         except ApiError as exc:
             self.notify(exc.detail, severity="error", timeout=6)
             return  # the text stays in the composer
         event.input.value = ""
+        self.attached = []
         made = [posted["message"], *posted["replies"], *posted["notices"]]
         for message in sorted(filter(None, made), key=lambda m: m["seq"]):
             self.show(self.state.know(message))
@@ -296,6 +304,29 @@ class ParleyChat(App):
         if posted["thread"] != self.thread_id:  # a command opened another thread
             self.thread_id = posted["thread"]
             await self.reopen()
+
+    async def attach(self, paths: str) -> bool:
+        """`/attach FILE …` uploads files to go with the next message; `/attach` alone lists
+        them, `/attach clear` drops them. Whether the composer may be cleared."""
+        assert self.thread_id
+        if paths == "clear":
+            self.attached = []
+            self.notify("No attachments now.")
+            return True
+        if not paths:
+            names = ", ".join(a["name"] for a in self.attached) or "none"
+            self.notify(f"Waiting for your next message: {names}. /attach FILE … adds more.")
+            return True
+        try:
+            files = [Path(part).expanduser() for part in shlex.split(paths)]
+            added = await self.api.attach(self.thread_id, files)
+        except (ApiError, ValueError) as exc:
+            self.notify(getattr(exc, "detail", str(exc)), severity="error", timeout=8)
+            return False  # the command stays in the composer, to fix
+        self.attached += added
+        names = ", ".join(f"{a['name']} ({a['size']:,} bytes)" for a in added)
+        self.notify(f"Attached {names}: sent with your next message.")
+        return True
 
     async def reopen(self) -> None:
         assert self.thread_id

@@ -253,3 +253,53 @@ def test_without_a_session_you_pick_one_and_then_its_thread(alice, alice_thread,
 
     asyncio.run(scenario())
     assert chosen["thread"] == str(older.public_id) != str(newer.public_id)
+
+
+def test_parley_ask_attaches_files_and_says_why_it_cannot(
+    alice_thread, config, fast_demo, capsys, tmp_path
+):
+    from apps.chat.models import Attachment
+    from tests.attachments.test_sniff import image_bytes, text_pdf
+
+    chart, report = tmp_path / "chart.png", tmp_path / "report.pdf"
+    chart.write_bytes(image_bytes("PNG", size=(30, 20)))
+    report.write_bytes(text_pdf("Ship on Friday"))
+    name = alice_thread.session.name
+    argv = ["ask", "@assistant what do these say?", "--session", name]
+    assert main([*argv, "--attach", str(chart), "--attach", str(report)]) == 0
+    sent = Message.objects.get(thread=alice_thread, speaker="user")
+    assert [a.name for a in sent.attachments.order_by("position")] == ["chart.png", "report.pdf"]
+    assert "── Assistant ──" in capsys.readouterr().out
+    (tmp_path / "logo.svg").write_text("<svg onload='x()'/>")
+    assert main([*argv, "--attach", str(tmp_path / "logo.svg")]) == 2
+    assert "export it as PNG" in capsys.readouterr().err
+    assert main([*argv, "--attach", str(tmp_path / "missing.png")]) == 2
+    assert "Cannot read" in capsys.readouterr().err
+    assert Message.objects.filter(thread=alice_thread, speaker="user").count() == 1
+    assert Attachment.objects.count() == 2  # nothing refused was kept
+
+
+def test_slash_attach_in_the_chat_sends_files_with_the_next_message(
+    alice_thread, config, fast_demo, tmp_path
+):
+    notes = tmp_path / "my notes.md"
+    notes.write_text("# Plan\nbuy milk\n")
+
+    async def scenario() -> None:
+        app = ParleyChat(Api(config), session=alice_thread.session.name)
+        async with app.run_test(size=(160, 50)) as pilot:
+            await wait_for(lambda: "live" in app.link)
+            await pilot.click("#composer")
+            await pilot.press(*f"/attach '{notes}'", "enter")
+            await wait_for(lambda: app.attached)
+            assert app.query_one("#composer").value == ""
+            await pilot.press(*"@assistant read my notes", "enter")
+            await wait_for(lambda: not app.attached and app.query_one("#composer").value == "")
+            await pilot.press(*"/attach /no/such/file.png", "enter")
+            await asyncio.sleep(0.3)
+            assert app.query_one("#composer").value == "/attach /no/such/file.png"  # kept
+
+    asyncio.run(scenario())
+    sent = Message.objects.get(thread=alice_thread, speaker="user")
+    assert sent.text == "@assistant read my notes"
+    assert [a.name for a in sent.attachments.all()] == ["my notes.md"]
