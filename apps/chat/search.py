@@ -1,7 +1,8 @@
 """Search a person's messages — one session's threads, or every session of theirs:
 PostgreSQL full-text (prefix matches, any case) where the database is PostgreSQL, a plain
 case-insensitive scan elsewhere. Results carry the session, the thread, the speaker and a
-plain-text snippet (Markdown taken out) around the first match, the matched words marked."""
+plain-text snippet (Markdown taken out) around the first match, the matched words marked. A
+message is found by the name of a file attached to it too."""
 
 from __future__ import annotations
 
@@ -10,12 +11,12 @@ from dataclasses import dataclass
 
 from django.contrib.postgres.search import SearchQuery, SearchVector
 from django.db import connection
-from django.db.models import Func, QuerySet, TextField
+from django.db.models import Func, Q, QuerySet, TextField
 from django.utils.html import escape
 from django.utils.safestring import SafeString, mark_safe
 
 from apps.chat.access import visible_to
-from apps.chat.models import Message, Session, speaker_name
+from apps.chat.models import Attachment, Message, Session, speaker_name
 from apps.roles.selectors import roles_by_handle
 
 MAX_RESULTS = 50
@@ -60,37 +61,61 @@ def search_messages(messages: QuerySet[Message], *, query: str) -> list[SearchHi
         .select_related("thread__session", "author")
         .order_by("-created_at", "-pk")
     )
+    # A message is found by its words, or by the name of a file attached to it.
+    named = Attachment.objects.filter(message__in=messages)
+    for term in terms:
+        named = named.filter(name__icontains=term)
+    by_name = named.values("message_id")
     if connection.vendor == "postgresql":
-        found: list[Message] = list(full_text_matches(messages, terms)[:MAX_RESULTS])
+        found: list[Message] = list(
+            full_text_matches(messages, terms, or_ids=by_name)[:MAX_RESULTS]
+        )
     else:
         # As PostgreSQL's prefix matching does: each word starts a word of the message.
         patterns = [re.compile(rf"(?<!\w){re.escape(term)}", re.I | re.U) for term in terms]
+        named_ids = set(by_name.values_list("message_id", flat=True))
         found = []
         for message in messages.iterator(chunk_size=500):
             text = message.text
-            if all(pattern.search(text) for pattern in patterns):
+            if message.pk in named_ids or all(pattern.search(text) for pattern in patterns):
                 found.append(message)
                 if len(found) == MAX_RESULTS:
                     break
     roles = roles_by_handle({message.speaker for message in found})
+    names = _names_matching([message.pk for message in found], terms)
     return [
         SearchHit(
             message,
-            snippet(message.text, terms),
+            snippet(" ".join([*names.get(message.pk, []), message.text]), terms),
             speaker_name(message, roles.get(message.speaker)),
         )
         for message in found
     ]
 
 
-def full_text_matches(messages: QuerySet[Message], terms: list[str]) -> QuerySet[Message]:
+def _names_matching(message_ids: list[int], terms: list[str]) -> dict[int, list[str]]:
+    """The names of the found messages' attachments that hold every term ("📎 chart.png"),
+    to lead their snippets."""
+    rows = Attachment.objects.filter(message_id__in=message_ids)
+    for term in terms:
+        rows = rows.filter(name__icontains=term)
+    names: dict[int, list[str]] = {}
+    for message_id, name in rows.values_list("message_id", "name"):
+        names.setdefault(message_id, []).append(f"📎 {name}")
+    return names
+
+
+def full_text_matches(
+    messages: QuerySet[Message], terms: list[str], *, or_ids=None
+) -> QuerySet[Message]:
     """PostgreSQL: the messages with a word starting with each term (migration chat 0009
-    indexes this very expression)."""
+    indexes this very expression), or whose id is among `or_ids` (a subquery)."""
     raw = " & ".join(f"{term}:*" for term in terms)  # words only: nothing else to escape
     document = SearchVector(ContentText("content"), config="simple")
-    return messages.annotate(document=document).filter(
-        document=SearchQuery(raw, search_type="raw", config="simple")
-    )
+    matches = Q(document=SearchQuery(raw, search_type="raw", config="simple"))
+    if or_ids is not None:
+        matches |= Q(pk__in=or_ids)
+    return messages.annotate(document=document).filter(matches)
 
 
 # Markdown's marks, taken out of snippets: fences (with their language), headings, quotes,

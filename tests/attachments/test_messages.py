@@ -178,3 +178,46 @@ def test_an_attachment_that_is_not_yours_or_gone_keeps_the_message_box(
     )
     assert "An attachment is no longer there" in response.content.decode()
     assert not Message.objects.filter(thread=alice_thread, speaker="user").exists()
+
+
+def test_a_retry_and_a_branch_keep_the_attachments_and_clearing_the_parent_loses_none(
+    alice, bob, anthropic_thread, emulator, celery_worker
+):
+    from apps.chat.council.replies import reply_rerun
+    from apps.chat.records.rooms import member_add
+    from apps.chat.records.threads import thread_branch, thread_clear_messages
+    from apps.chat.selectors import transcript_page
+
+    member_add(session=anthropic_thread.session, by=alice, username="bob")
+    photo = attach(anthropic_thread, alice, "still.png", image_bytes("PNG", size=(40, 30)))
+    emulator.script(*(Script(text="Seen.", provider="anthropic") for _ in range(2)))
+    posted = message_post(thread=anthropic_thread, author=alice, text="@assistant look",
+                          attachments=[photo])  # fmt: skip
+    (reply,) = wait_settled(posted.replies)
+
+    def sent_images() -> int:
+        return str(emulator.requests[-1].body).count("'type': 'image'")
+
+    assert sent_images() == 1
+    (again,) = wait_settled([reply_rerun(message=reply, by=alice)])
+    assert again.status == "done" and sent_images() == 1  # the retry sends it again
+    secret = message_post(thread=anthropic_thread, author=alice,
+                          text="/whisper @assistant between us")  # fmt: skip
+    wait_settled(secret.replies)
+    branch = thread_branch(thread=anthropic_thread, message=secret.replies[0])
+    emulator.script(Script(text="Still seen.", provider="anthropic"))
+    (mine,) = wait_settled(
+        message_post(thread=branch, author=alice, text="@assistant and here?").replies
+    )
+    assert mine.status == "done" and sent_images() == 1  # the branch's history holds it
+    # The parent is cleared: the branch keeps the image (the same bytes) and the whisper.
+    thread_clear_messages(thread=anthropic_thread)
+    copied = Message.objects.get(thread=branch, speaker="user", seq=1)
+    (kept,) = copied.attachments.all()
+    assert (kept.name, kept.sha256) == ("still.png", photo.sha256) and kept.file.storage.exists(
+        kept.file.name)  # fmt: skip
+    branch.refresh_from_db()
+    page = transcript_page(thread=branch, user=bob)
+    seen_by_bob = {m.text for m in page.inherited + page.own}
+    assert "@assistant look" in seen_by_bob
+    assert "between us" not in seen_by_bob  # the copied whisper is still a whisper

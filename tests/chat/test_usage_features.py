@@ -132,6 +132,33 @@ def test_search_finds_words_in_any_case_and_by_prefix_across_threads(alice_threa
     )
 
 
+def test_search_finds_a_message_by_the_name_of_its_attachment(alice_thread, bob):
+    from apps.chat.council.posting import message_post
+    from apps.chat.records.attachments import attachment_add
+    from apps.chat.records.rooms import member_add
+    from tests.chat.test_whispers import settle
+
+    session = alice_thread.session
+    alice = session.owner
+    member_add(session=session, by=alice, username="bob")
+    chart = attachment_add(session=session, owner=alice, thread=alice_thread,
+                           name="Q3 revenue-chart.csv", data=b"1,2,3\n")  # fmt: skip
+    posted = message_post(
+        thread=alice_thread, author=alice, text="what do you see?", attachments=[chart]
+    )
+    settle(posted.replies)
+    secret = attachment_add(session=session, owner=alice, thread=alice_thread,
+                            name="revenue secret.txt", data=b"x")  # fmt: skip
+    message_post(thread=alice_thread, author=alice, text="/whisper @assistant only you",
+                 attachments=[secret])  # fmt: skip
+    (hit,) = search_session(session=session, user=bob, query="revenue chart")
+    assert hit.message.text == "what do you see?"
+    assert "📎 Q3 <mark>revenue</mark>-<mark>chart</mark>.csv" in hit.snippet
+    # Another person's whisper is not found by its attachment's name either.
+    assert len(search_session(session=session, user=alice, query="revenue")) == 2
+    assert len(search_session(session=session, user=bob, query="revenue")) == 1
+
+
 def test_on_postgresql_the_search_looks_words_up_in_an_index(db):
     from django.db import connection, transaction
 

@@ -112,10 +112,15 @@ def attachment_discard(*, attachment: Attachment) -> None:
     """Take a waiting attachment out of its composer; its bytes go when nothing uses them."""
     if attachment.message_id is not None or attachment.queued_id is not None:
         raise ValidationError("A sent attachment stays with its message.")
-    path, session, digest = attachment.file.name or "", attachment.session, attachment.sha256
-    preview = attachment.preview.name or ""
-    attachment.delete()
-    if path and not Attachment.objects.filter(session=session, sha256=digest).exists():
-        default_storage.delete(path)
-        if preview:
-            default_storage.delete(preview)
+    attachments_forget(Attachment.objects.filter(pk=attachment.pk))
+
+
+def attachments_forget(attachments) -> None:
+    """Delete these attachments (their messages are going); the stored bytes, and a PDF's
+    first page, go when no attachment of the session uses them any more."""
+    stored = set(attachments.values_list("session_id", "sha256", "file", "preview"))
+    attachments.delete()
+    for session_id, digest, path, preview in stored:
+        if not Attachment.objects.filter(session_id=session_id, sha256=digest).exists():
+            for name in filter(None, (path, preview)):
+                default_storage.delete(name)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import uuid
+
 from django.db import transaction
 from django.db.models import F, OuterRef, Subquery
 from django.utils import timezone
@@ -9,6 +11,7 @@ from django.utils import timezone
 from apps.chat.display import events
 from apps.chat.models import (
     USER_SPEAKER,
+    Attachment,
     Message,
     MessageKind,
     MessageStatus,
@@ -18,6 +21,7 @@ from apps.chat.models import (
     Thread,
     ThreadSummary,
 )
+from apps.chat.records.attachments import attachments_forget
 from apps.chat.records.context import thread_snapshot
 from apps.chat.records.naming import branch_name, thread_name, unique_name
 from apps.chat.records.text import clean_name
@@ -149,12 +153,33 @@ def _materialise_inherited(child: Thread) -> None:
                 ttft_ms=m.ttft_ms,
                 duration_ms=m.duration_ms,
                 alternatives=m.alternatives,
+                private=m.private,
+                audience_roles=m.audience_roles,
             )
             for index, m in enumerate(inherited, start=1)
         )
+        _copy_along(inherited, Message.objects.filter(thread=child, seq__lte=count))
     Thread.objects.filter(pk=child.pk).update(
         parent=None, forked_from=None, next_seq=F("next_seq") + count
     )
+
+
+def _copy_along(originals: list[Message], copies) -> None:
+    """What hangs off each copied message goes with it: a whisper's audience (so it stays a
+    whisper) and the attachments (the same stored bytes)."""
+    by_seq = {copy.seq: copy for copy in copies}
+    copy_of = {m.pk: by_seq[index] for index, m in enumerate(originals, start=1)}
+    Audience = Message.audience.through
+    Audience.objects.bulk_create(
+        Audience(message_id=copy_of[row.message_id].pk, user_id=row.user_id)
+        for row in Audience.objects.filter(message_id__in=copy_of)
+    )
+    attachments = []
+    for attachment in Attachment.objects.filter(message_id__in=copy_of):
+        attachment.message = copy_of[attachment.message_id or 0]
+        attachment.pk, attachment.public_id = None, uuid.uuid4()
+        attachments.append(attachment)
+    Attachment.objects.bulk_create(attachments)
 
 
 def thread_drop_queue(*, thread: Thread) -> None:
@@ -169,6 +194,7 @@ def thread_clear_messages(*, thread: Thread) -> Thread:
     with transaction.atomic():
         for child in thread.children.select_related("forked_from__thread"):
             _materialise_inherited(child)
+        attachments_forget(Attachment.objects.filter(message__thread=thread))
         thread.messages.all().delete()
         thread.turns.all().delete()
         thread.summaries.all().delete()
