@@ -4,6 +4,7 @@ de-duplicated within a session, counted in its quota, served under the room's ru
 from __future__ import annotations
 
 import io
+import base64
 import json
 
 import pytest
@@ -159,7 +160,7 @@ def test_a_viewer_and_a_stranger_cannot_upload(alice, bob, charlie, alice_thread
 
 
 def test_exports_name_and_link_the_attachments_a_reader_may_see(alice, bob, alice_thread):
-    from apps.chat.display.exports import export_json, export_markdown
+    from apps.chat.display.exports import export_html, export_json, export_markdown
 
     session = alice_thread.session
     member_add(session=session, by=alice, username="bob")
@@ -188,3 +189,9 @@ def test_exports_name_and_link_the_attachments_a_reader_may_see(alice, bob, alic
     files = [m["attachments"] for m in data["messages"]]
     assert [[a["name"] for a in f] for f in files] == [["plan.png"], ["secret.png"]]
     assert files[0][0]["width"] == 20 and files[0][0]["url"] == link
+    # The HTML export carries the picture inside it (it opens offline), for whoever may see it.
+    html, _ = export_html(alice_thread, user=bob)
+    with shown.file.open("rb") as stored:
+        inline = base64.b64encode(stored.read()).decode()
+    assert f'<img src="data:image/png;base64,{inline}" alt="plan.png">' in html
+    assert "📎 plan.png" in html and "secret.png" not in html

@@ -3,6 +3,7 @@ inherited history included."""
 
 from __future__ import annotations
 
+import base64
 import json
 
 from django.template.loader import render_to_string
@@ -22,6 +23,8 @@ from apps.chat.models import (
 )
 from apps.chat.selectors import message_block_text, speaker_names, transcript_messages
 from apps.roles.selectors import roles_by_handle
+
+HTML_INLINE_BYTES = 25 * 1024 * 1024
 
 
 def _filename(thread: Thread, extension: str) -> str:
@@ -129,6 +132,8 @@ def export_html(thread: Thread, *, user) -> tuple[str, str]:
     rendered (and sanitised) Markdown, the styles inline, no script; what `user` may see."""
     messages = list(transcript_messages(thread=thread, user=user))
     roles = roles_by_handle({message.speaker for message in messages})
+    attachments = _attachments(messages)
+    inline = InlineBudget()
     entries = []
     for message in messages:
         role = roles.get(message.speaker)
@@ -142,7 +147,27 @@ def export_html(thread: Thread, *, user) -> tuple[str, str]:
                 "colour": role.colour if role else f"hsl({person_hue(message.author)} 45% 45%)",
                 "whisper": whisper_label(message),
                 "html": render_markdown(shown_text(message), breaks=message.is_user),
+                "attachments": [inline.shown(a) for a in attachments.get(message.pk, [])],
             }
         )
     context = {"thread": thread, "entries": entries, "exported_at": timezone.now()}
     return render_to_string("chat/export.html", context), _filename(thread, "html")
+
+
+class InlineBudget:
+    """An HTML export carries its pictures inside it (data URLs: it opens offline) up to
+    `HTML_INLINE_BYTES` in all; after that, and for other files, it names them."""
+
+    def __init__(self) -> None:
+        self.left = HTML_INLINE_BYTES
+
+    def shown(self, attachment: Attachment) -> dict:
+        facts = {**_attachment_facts(attachment), "data_url": ""}
+        picture = attachment.file if attachment.is_image else attachment.preview
+        media_type = attachment.media_type if attachment.is_image else "image/png"
+        if picture and picture.size <= self.left:
+            with picture.open("rb") as handle:
+                data = handle.read()
+            self.left -= len(data)
+            facts["data_url"] = f"data:{media_type};base64,{base64.b64encode(data).decode()}"
+        return facts
