@@ -3,8 +3,8 @@ de-duplicated within a session, counted in its quota, served under the room's ru
 
 from __future__ import annotations
 
-import io
 import base64
+import io
 import json
 
 import pytest
