@@ -5,6 +5,7 @@ blobs, and each adapter writes its provider's own parts in the message's order."
 from __future__ import annotations
 
 import base64
+import re
 
 import pytest
 
@@ -78,3 +79,57 @@ async def test_a_part_whose_bytes_are_missing_is_refused_before_anything_is_sent
     with pytest.raises(ValueError, match="no bytes for attachment doc-1"):
         await collect("anthropic", emulator, broken)
     assert emulator.requests == []
+
+
+def one_image(media_type: str, data: bytes, *, model: str = "model-x") -> ChatRequest:
+    parts = ({"type": "image", "attachment": "img", "media_type": media_type, "name": "x"},)
+    return ChatRequest(model=model, system=(), messages=(ChatMessage("user", parts),),
+                       blobs={"img": data})  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("kind", "request_", "refused"),
+    [
+        ("anthropic", one_image("image/png", image_bytes("JPEG")),
+         "does not match the provided media type image/png"),
+        ("anthropic", one_image("image/bmp", PNG), "Input should be 'image/jpeg'"),
+        ("openai_compatible", one_image("image/png", PNG, model="llama3.1:8b"),
+         "image_url is only supported by certain models"),
+        ("openai", one_image("image/tiff", PNG), "expected a base64 data URL"),
+        ("gemini", one_image("image/gif", image_bytes("GIF")), "Unsupported MIME type: image/gif"),
+    ],
+    ids=["anthropic-lying-type", "anthropic-bmp", "no-vision-model", "openai-tiff", "gemini-gif"],
+)  # fmt: skip
+async def test_the_emulator_refuses_what_each_provider_refuses(kind, request_, refused, emulator):
+    """Each provider's refusal of a wrong part, as its API words it, through its SDK: an
+    adapter that sent such a part would fail here as it would in production."""
+    from apps.providers.types import ProviderError
+
+    emulator.script(Script(text="never streamed", provider=WIRE[kind]))
+    with pytest.raises(ProviderError, match=re.escape(refused)):
+        await collect(kind, emulator, request_)
+    assert len(emulator.scripts) == 1  # refused before any script ran
+
+
+@pytest.mark.parametrize("kind", PROVIDERS)
+async def test_an_image_counts_as_an_image_not_as_its_base64(kind, emulator):
+    from apps.providers.types import Usage
+
+    big = noisy_png(800, 600)
+    assert len(big) > 1_000_000
+    emulator.script(Script(text="Seen.", provider=WIRE[kind]))
+    events = await collect(kind, emulator, one_image("image/png", big))
+    (usage,) = [e for e in events if isinstance(e, Usage)]
+    assert 1_000 < usage.input_tokens < 3_000  # an image's share, not ~450k for its base64
+
+
+def noisy_png(width: int, height: int) -> bytes:
+    """A photo-like PNG that does not compress: about 1.4 MB at 800 by 600."""
+    import io
+    import os
+
+    from PIL import Image
+
+    out = io.BytesIO()
+    Image.frombytes("RGB", (width, height), os.urandom(width * height * 3)).save(out, "PNG")
+    return out.getvalue()

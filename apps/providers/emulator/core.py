@@ -17,6 +17,8 @@ from typing import Any
 
 from aiohttp import web
 
+from apps.providers.emulator.media import REFUSALS, without_media
+
 TOKEN = re.compile(r"\s*\S{1,4}|\s+")
 LOOKBACK_BLOCKS = 20
 
@@ -86,7 +88,8 @@ class ClientGone(Exception):
 
 
 def estimate_tokens(value: Any) -> int:
-    return max(1, len(json.dumps(value, sort_keys=True)) // 4)
+    stripped, media_tokens = without_media(value)
+    return max(1, len(json.dumps(stripped, sort_keys=True)) // 4 + media_tokens)
 
 
 class EmulatorCore:
@@ -211,6 +214,10 @@ class EmulatorCore:
         raw = await request.text()
         body = json.loads(raw or "{}")
         record = self._record(provider, request, body)
+        refusal = REFUSALS[provider](body) if provider in REFUSALS else None
+        if refusal is not None:  # as the real API refuses a wrong part: no script is used
+            record.ended = time.monotonic()
+            return self._error_response(provider, *refusal)
         script = self._take_script(provider, raw)
         if script.resumes and isinstance(script.text, str):
             held = max(
