@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import logging
 import os
 import time
@@ -224,6 +225,54 @@ async def run_pause(
     return tally
 
 
+IMAGE_KEY = "bench-image"
+
+
+def photo(megabytes: float = 1.0) -> bytes:
+    """A photo-like PNG of about `megabytes` (noise does not compress)."""
+    import io
+
+    from PIL import Image
+
+    side = int((megabytes * 1_000_000 / 3) ** 0.5)
+    out = io.BytesIO()
+    Image.frombytes("RGB", (side, side), os.urandom(side * side * 3)).save(out, "PNG")
+    return out.getvalue()
+
+
+async def run_image_turn(emulator: Emulator, layout: str, image: bytes) -> list[tuple]:
+    """One `@all` turn of four parallel roles about one attached image (a person's message
+    with it, as Parley sends it): per role, the request's bytes and its cache figures."""
+    emulator.reset()
+    adapter = get_adapter("anthropic")
+    everyone = roster()
+    by_handle = {entry.handle: entry for entry in everyone}
+    media = (
+        {"type": "text", "text": "[image 1 of this message: storyboard.png]"},
+        {"type": "image", "attachment": IMAGE_KEY, "media_type": "image/png",
+         "name": "storyboard.png"},
+    )  # fmt: skip
+    question = "How should the harbour scene at dawn look, given this storyboard frame? " * 3
+    transcript = [TranscriptEntry("User", question, is_user=True, media=media)]
+    emulator.script(*(Script(text=ANSWER, ttft_ms=150, tokens_per_second=400) for _ in PARALLEL))
+    requests = [request_for(layout, by_handle[h], transcript, False, everyone) for h in PARALLEL]
+    requests = [replace(request, blobs={IMAGE_KEY: image}) for request in requests]
+    tallies = [Tally() for _ in PARALLEL]
+    began = asyncio.Event()
+    first = asyncio.ensure_future(call(adapter, emulator.url, requests[0], tallies[0], began))
+    await began.wait()
+    rest = zip(requests[1:], tallies[1:], strict=True)
+    await asyncio.gather(first, *(call(adapter, emulator.url, r, t, None) for r, t in rest))
+    rows = []
+    for handle, tally in zip(PARALLEL, tallies, strict=True):
+        name = by_handle[handle].display_name
+        (record,) = [r for r in emulator.requests if name in json.dumps(r.body["messages"][-1])]
+        rows.append(
+            (handle, len(json.dumps(record.body)), tally.uncached, tally.written, tally.read)
+        )
+    return rows
+
+
 def main() -> None:
     logging.getLogger("httpx2").setLevel(logging.WARNING)
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -243,6 +292,11 @@ def main() -> None:
         }
         # The floor no TTL policy can beat: the same run without the pause.
         paused["floor"] = asyncio.run(run_pause(emulator, "5m", args.pause_turns, pause=False))
+        image = photo(1.0)
+        pictured = {
+            layout: asyncio.run(run_image_turn(emulator, layout, image))
+            for layout in ("shared", "naive")
+        }
     finally:
         emulator.stop()
     baseline = results[("naive", False)].cost
@@ -271,6 +325,25 @@ def main() -> None:
         print(
             f"{names[policy]:<24}{tally.uncached:>10}{tally.written:>10}{tally.written_1h:>10}"
             f"{tally.read:>10}{tally.cost:>10.0f}{tally.cost / tally.sent:>10.3f}"
+        )
+
+    print(
+        f"\nOne @all turn of 4 parallel roles about one attached {len(image) / 1e6:.1f} MB image "
+        "(staggered; cost against sending every token uncached)\n"
+    )
+    columns = ("bytes sent", "uncached", "written", "read")
+    print(f"{'layout, role':<32}" + "".join(f"{c:>11}" for c in columns))
+    for layout, rows in pictured.items():
+        for handle, size, uncached, written, read in rows:
+            print(f"{layout + ', ' + handle:<32}{size:>11,}{uncached:>11}{written:>11}{read:>11}")
+        total = Tally(
+            uncached=sum(r[2] for r in rows), written=sum(r[3] for r in rows),
+            read=sum(r[4] for r in rows),
+        )  # fmt: skip
+        sent = sum(r[1] for r in rows)
+        print(
+            f"{layout + ', the turn':<32}{sent:>11,}{total.uncached:>11}{total.written:>11}"
+            f"{total.read:>11}   cost {total.cost / total.sent:.3f}"
         )
 
 
