@@ -152,6 +152,7 @@
     open.href = link.getAttribute("href");
     open.textContent = data.kind === "pdf" ? "Download the PDF" : "Open full size";
     if (data.kind === "pdf") open.setAttribute("download", ""); else open.removeAttribute("download");
+    document.getElementById("lightbox-saved").textContent = "";
     const description = document.getElementById("lightbox-description");
     description.hidden = !data.description;
     document.getElementById("lightbox-description-text").textContent = data.description || "";
@@ -161,6 +162,50 @@
       button.hidden = gallery.length < 2;
     });
   }
+
+  function post(url, fields, done) {
+    const p = parts();
+    const token = document.querySelector('[name="csrfmiddlewaretoken"]');
+    const body = new FormData();
+    Object.keys(fields).forEach(function (key) { body.append(key, fields[key]); });
+    fetch(url, {method: "POST", body: body, credentials: "same-origin",
+                headers: {"X-CSRFToken": token ? token.value : "", "HX-Request": "true"}})
+      .then(function (response) {
+        return response.text().then(function (text) { done(response.status, text, p); });
+      })
+      .catch(function () { done(0, "The request did not reach the server: try again.", p); });
+  }
+
+  // A file of the session's workspace (the Files dialog's Attach) goes into the composer.
+  document.addEventListener("click", function (event) {
+    const pick = event.target.closest && event.target.closest("[data-attach-path]");
+    const p = parts();
+    if (!pick || !p || !p.list) return;
+    pick.disabled = true;
+    post(p.button.dataset.fromFilesUrl, {path: pick.dataset.attachPath}, function (status, text) {
+      pick.disabled = false;
+      const holder = document.createElement("template");
+      holder.innerHTML = status === 200 || status === 422 ? text : "";
+      const added = Array.from(holder.content.children);
+      if (!added.length) added.push(refusal(text.slice(0, 300) || "Could not attach it."));
+      added.forEach(function (node) {
+        p.list.appendChild(node);
+        if (window.htmx) window.htmx.process(node);
+      });
+      sync();
+      const dialog = pick.closest("dialog");
+      if (status === 200 && dialog) dialog.close();  // the chip shows in the composer
+    });
+  });
+
+  // "Save to files": a sent attachment copied into the session's workspace.
+  document.addEventListener("click", function (event) {
+    if (!event.target.closest || !event.target.closest("#lightbox-save") || !gallery.length) return;
+    const saved = document.getElementById("lightbox-saved");
+    post(gallery[shown].dataset.saveUrl, {}, function (status, text) {
+      saved.textContent = text.slice(0, 300) || "Could not save it (" + status + ").";
+    });
+  });
 
   document.addEventListener("click", function (event) {
     const step = event.target.closest && event.target.closest("[data-lightbox-step]");

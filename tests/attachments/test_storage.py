@@ -195,3 +195,35 @@ def test_exports_name_and_link_the_attachments_a_reader_may_see(alice, bob, alic
         inline = base64.b64encode(stored.read()).decode()
     assert f'<img src="data:image/png;base64,{inline}" alt="plan.png">' in html
     assert "📎 plan.png" in html and "secret.png" not in html
+
+
+def test_a_file_of_the_sessions_files_is_attached_and_a_sent_attachment_saved_there(
+    alice, bob, alice_thread
+):
+    from apps.chat.council.posting import message_post
+
+    session = alice_thread.session
+    member_add(session=session, by=alice, username="bob")
+    workspace = session_workspace(session)
+    workspace.write("boards/frame 1.png", image_bytes("PNG", size=(50, 20)))
+    url = reverse("chat:attachments_from_files", args=[alice_thread.public_id])
+    picked = client_for(alice).post(url, {"path": "boards/frame 1.png"})
+    assert picked.status_code == 200 and 'name="attachments"' in picked.content.decode()
+    (chart,) = Attachment.objects.filter(name="frame 1.png")
+    assert (chart.width, chart.owner) == (50, alice)  # sniffed and re-encoded like an upload
+    for path, sentence in (("nothing.png", "There is no file"), ("../x", "not a valid path")):
+        refused = client_for(alice).post(url, {"path": path})
+        assert refused.status_code == 422 and sentence in refused.content.decode()
+    posted = message_post(thread=alice_thread, author=alice, text="see", attachments=[chart])
+    assert posted.user_message.attachments.get() == chart
+    # Saved back into the files (a name taken gets a number), by anyone who may talk.
+    save = reverse("chat:attachment_save", args=[chart.public_id])
+    first = client_for(bob).post(save)
+    assert first.content.decode() == "Saved in the session's files as attachments/frame 1.png."
+    assert client_for(bob).post(save).content.decode().endswith("attachments/frame 1 (2).png.")
+    with chart.file.open("rb") as stored:
+        assert (workspace.folder / "attachments/frame 1.png").read_bytes() == stored.read()
+    stranger = Client()
+    stranger.force_login(type(alice).objects.create_user("mallory", password="x"))
+    assert stranger.post(save).status_code == 404
+    assert stranger.post(url, {"path": "boards/frame 1.png"}).status_code == 404

@@ -123,3 +123,39 @@ def test_a_refused_file_is_said_and_an_image_alone_can_be_sent(chat, fast_demo):
     expect(chips(chat)).to_have_count(1)
     chat.get_by_role("button", name="Send").click()  # no words: the image is the message
     expect(bubble(chat, "user").last.locator(".msg-attachment-image img")).to_have_count(1)
+
+
+def test_on_a_phone_a_file_of_the_session_is_attached_and_a_sent_one_saved_back(
+    chat, fast_demo, shots
+):
+    """390x844: the Files dialog's Attach puts a workspace file in the composer; the sent
+    picture opens in the lightbox, whose Save to files copies it back into the workspace."""
+    from apps.chat.records.sessions import session_workspace
+
+    chat.set_viewport_size({"width": 390, "height": 844})
+    workspace = session_workspace(chat.session)
+    workspace.write("boards/frame.png", image_bytes("PNG", size=(120, 80)))
+    chat.get_by_role("button", name="Files", exact=True).click()
+    files = chat.get_by_role("dialog", name="Files")
+    files.get_by_role("button", name="Attach boards/frame.png to your message").click()
+    expect(files).to_be_hidden()  # closed: the chip is in the composer
+    expect(chips(chat)).to_have_count(1)
+    expect(chips(chat).first).to_contain_text("frame.png")
+    chat.locator("#composer").screenshot(path=shots / "attachments-composer-390.png")
+    box = chat.get_by_role("combobox", name="Message", exact=True)
+    box.fill("@assistant the frame?")
+    box.press("Enter")
+    person = bubble(chat, "user").last
+    expect(person.locator(".msg-attachment-image img")).to_have_count(1)
+    wait_done(bubble(chat, "assistant").last)
+    person.locator(".msg-attachment-image").click()
+    lightbox = chat.locator("#lightbox")
+    expect(lightbox.locator("#lightbox-title")).to_have_text("frame.png")
+    expect(lightbox.locator("[data-lightbox-step]").first).to_be_hidden()  # one picture
+    assert lightbox.bounding_box()["width"] <= 390
+    lightbox.get_by_role("button", name="Save to files").click()
+    expect(lightbox.locator("#lightbox-saved")).to_have_text(
+        "Saved in the session's files as attachments/frame.png."
+    )
+    chat.screenshot(path=shots / "attachments-lightbox-390.png")
+    assert "attachments/frame.png" in {info.path for info in workspace.files()}

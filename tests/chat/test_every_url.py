@@ -15,6 +15,7 @@ from apps.chat.records.attachments import attachment_add, attachments_send
 from apps.chat.records.sessions import session_workspace
 from apps.connectors.models import McpServer
 from apps.providers.services import credential_save
+from tests.attachments.test_sniff import text_pdf
 
 pytestmark = pytest.mark.django_db
 
@@ -40,9 +41,14 @@ def world(alice, alice_thread, bob, charlie):
         session=alice_thread.session, owner=alice, thread=alice_thread, name="plan.txt",
         data=b"harbour plan",
     )  # fmt: skip
-    attachments_send(message=posted.user_message, attachments=[attachment])
+    brief = attachment_add(
+        session=alice_thread.session, owner=alice, thread=alice_thread, name="brief.pdf",
+        data=text_pdf("The brief"),
+    )  # fmt: skip
+    attachments_send(message=posted.user_message, attachments=[attachment, brief])
     return {
         "attachment": attachment.public_id,
+        "pdf": brief.public_id,
         "queued": [q.public_id for q in queued],
         "server": server.public_id,
         "thread": alice_thread.public_id,
@@ -64,13 +70,15 @@ def urls(w) -> list[tuple[str, str, dict, set[int]]]:
         ("post", reverse("chat:files_upload", kwargs=files), {}, {422}),
         ("post", reverse("chat:files_delete", kwargs=files), {"path": "notes.txt"}, {200}),
         ("post", reverse("chat:attachments_upload", kwargs={"thread": t}), {}, {422}),
-        ("get", reverse("chat:attachment_file", kwargs={"attachment": w["attachment"]}), {}, {200}),
+        ("post", reverse("chat:attachments_from_files", kwargs={"thread": t}), {}, {422}),
         (
-            "get",
-            reverse("chat:attachment_preview", kwargs={"attachment": w["attachment"]}),
+            "post",
+            reverse("chat:attachment_save", kwargs={"attachment": w["attachment"]}),
             {},
-            {404},
-        ),  # an image has no preview; a PDF's is its first page
+            {200},
+        ),
+        ("get", reverse("chat:attachment_file", kwargs={"attachment": w["attachment"]}), {}, {200}),
+        ("get", reverse("chat:attachment_preview", kwargs={"attachment": w["pdf"]}), {}, {200}),
         (
             "post",
             reverse("chat:attachment_remove", kwargs={"attachment": w["attachment"]}),

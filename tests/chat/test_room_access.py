@@ -70,6 +70,9 @@ NEEDS = {
     "context_restore": "own",
     "thread_use_latest": "own",
     "attachments_upload": "talk",
+    "attachments_from_files": "talk",
+    "attachment_save": "talk",
+    "attachment_preview": "read",
     "attachment_file": "read",
     "attachment_remove": "author",
 }

@@ -17,6 +17,7 @@ from apps.chat.models.attachments import stored_name
 from apps.chat.records.sessions import session_workspace
 from apps.chat.records.text import clean_name, storable
 from apps.chat.selectors import attachments_bytes
+from apps.workspace.files import WorkspaceError
 
 MAX_ATTACHMENT_BYTES = 32 * 1024 * 1024  # a PDF as big as Anthropic's whole request may be
 MAX_PER_MESSAGE = 20  # Anthropic shrinks every image of a request that holds more
@@ -124,3 +125,42 @@ def attachments_forget(attachments) -> None:
         if not Attachment.objects.filter(session_id=session_id, sha256=digest).exists():
             for name in filter(None, (path, preview)):
                 default_storage.delete(name)
+
+
+def attachment_from_workspace(*, session: Session, owner, thread: Thread, path: str) -> Attachment:
+    """A file of the session's workspace, attached to the message being written (a copy:
+    the file stays, and may change later without changing what was sent)."""
+    workspace = session_workspace(session)
+    try:
+        found = workspace.resolve(path)
+    except WorkspaceError as exc:
+        raise ValidationError(str(exc)) from None
+    if not found.is_file():
+        raise ValidationError(f"There is no file {path!r} in the session's files.")
+    if found.stat().st_size > MAX_ATTACHMENT_BYTES:
+        raise ValidationError(
+            f"“{found.name}” is over {MAX_ATTACHMENT_BYTES // 1_048_576} MB, the most an "
+            "attachment may be."
+        )
+    return attachment_add(
+        session=session, owner=owner, thread=thread, name=found.name, data=found.read_bytes()
+    )
+
+
+def attachment_to_workspace(*, attachment: Attachment) -> str:
+    """Save a copy of an attachment into its session's files, under `attachments/` (a name
+    already taken gets a number); the path it was saved as."""
+    workspace = session_workspace(attachment.session)
+    stem, dot, suffix = attachment.name.rpartition(".")
+    stem, suffix = (stem, dot + suffix) if stem else (suffix, "")
+    taken = {info.path for info in workspace.files()}
+    path, number = f"attachments/{attachment.name}", 2
+    while path in taken:
+        path, number = f"attachments/{stem} ({number}){suffix}", number + 1
+    with attachment.file.open("rb") as handle:
+        data = handle.read()
+    try:
+        workspace.write(path, data)
+    except WorkspaceError as exc:
+        raise ValidationError(str(exc)) from None
+    return path

@@ -1,5 +1,6 @@
-"""Thin views for attachments: upload into a composer, take one out again, and serve one to
-whoever may see it (the room's rules; a whisper's attachment only to its audience)."""
+"""Thin views for attachments: upload into a composer (or pick from the session's files), take
+one out again, save a sent one into the session's files, and serve one to whoever may see it
+(the room's rules; a whisper's attachment only to its audience)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,13 @@ from django.views.decorators.http import require_GET, require_POST
 
 from apps.chat.access import Need, reach
 from apps.chat.display.files import attachment_response
-from apps.chat.records.attachments import MAX_FILES_AT_ONCE, attachment_add, attachment_discard
+from apps.chat.records.attachments import (
+    MAX_FILES_AT_ONCE,
+    attachment_add,
+    attachment_discard,
+    attachment_from_workspace,
+    attachment_to_workspace,
+)
 from apps.chat.selectors import attachments_for_user
 from apps.chat.web.lookup import thread_for
 
@@ -41,6 +48,32 @@ def attachments_upload(request, thread):
             refused.append(" ".join(exc.messages))
     context = {"attachments": kept, "refused": refused}
     return render(request, "chat/_attachment_chips.html", context, status=422 if refused else 200)
+
+
+@require_POST
+def attachments_from_files(request, thread):
+    """A file of the session's workspace attached to the message being written: its chip."""
+    thread = thread_for(request, thread, Need.TALK)
+    try:
+        added = attachment_from_workspace(
+            session=thread.session, owner=request.user, thread=thread,
+            path=request.POST.get("path", ""),
+        )  # fmt: skip
+    except ValidationError as exc:
+        context = {"attachments": [], "refused": [" ".join(exc.messages)]}
+        return render(request, "chat/_attachment_chips.html", context, status=422)
+    return render(request, "chat/_attachment_chips.html", {"attachments": [added]})
+
+
+@require_POST
+def attachment_save(request, attachment):
+    """A copy of a sent attachment in the session's files (for the roles' file tools)."""
+    found = attachment_for(request, attachment, Need.TALK)
+    try:
+        path = attachment_to_workspace(attachment=found)
+    except ValidationError as exc:
+        return HttpResponse(" ".join(exc.messages), status=422)
+    return HttpResponse(f"Saved in the session's files as {path}.")
 
 
 @require_POST

@@ -28,7 +28,13 @@ urlpatterns = [
         attachments_views.attachments_upload,
         name="attachments_upload",
     ),
+    path(
+        "t/<uuid:thread>/attachments/from-files/",
+        attachments_views.attachments_from_files,
+        name="attachments_from_files",
+    ),
     path("a/<uuid:attachment>/", attachments_views.attachment_file, name="attachment_file"),
+    path("a/<uuid:attachment>/save/", attachments_views.attachment_save, name="attachment_save"),
     path(
         "a/<uuid:attachment>/preview/",
         attachments_views.attachment_preview,
