@@ -47,6 +47,11 @@ def test_a_model_that_reads_them_gets_the_image_and_the_pdf_where_the_message_st
         list(Message.objects.filter(thread=anthropic_thread, speaker="assistant"))
     )
     assert reply.text == "Both agree."
+    # The reply's Details say what it was sent, beside its cache figures.
+    from apps.chat.display.bubbles import render_bubbles
+
+    details = str(render_bubbles([Message.objects.get(pk=reply.pk)]))
+    assert "attachments sent: 1 image, 1 PDF (" in details and "in the cached prefix" in details
     blocks = emulator.requests[-1].body["messages"][0]["content"]
     kinds = [block["type"] for block in blocks]
     assert kinds == ["text", "text", "image", "text", "document"]

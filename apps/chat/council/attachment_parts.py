@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from apps.attachments.sniff import pdf_text
 from apps.chat.models import Attachment, AttachmentKind
 from apps.providers.description import Reads
-from apps.providers.types import Part
+from apps.providers.types import ChatRequest, Part
 
 PDF_STAND_IN_CHARS = 60_000  # about 15k tokens of a document's text
 TEXT_FILE_CHARS = 60_000
@@ -93,3 +93,19 @@ def stand_in(attachment: Attachment) -> str:
 def attachment_bytes(attachment: Attachment) -> bytes:
     with attachment.file.open("rb") as handle:
         return handle.read()
+
+
+def media_summary(request: ChatRequest) -> str:
+    """What a request carries of attachments as themselves, for the reply's Details ("" for
+    none): "2 images, 1 PDF (1.3 MB), in the cached prefix"."""
+    counts = {"image": 0, "document": 0}
+    for message in request.messages:
+        for part in message.parts:
+            if part.get("type") in counts:
+                counts[part["type"]] += 1
+    if not any(counts.values()):
+        return ""
+    size = sum(len(data) for data in request.blobs.values())
+    words = [f"{n} image{'s' if n != 1 else ''}" for n in [counts["image"]] if n]
+    words += [f"{n} PDF{'s' if n != 1 else ''}" for n in [counts["document"]] if n]
+    return f"{', '.join(words)} ({size / 1_048_576:.1f} MB), in the cached prefix"

@@ -16,6 +16,7 @@ LOG_WORDS = {
     "format": "answer shaped by intent",
     "cache_ttl": "prompt cache",
     "described": "images put in words for a model that cannot see",
+    "attachments": "attachments sent",
     "tool_prose": "prose held back",
     "synthesis": "answered from the evidence",
     "tools_first": "tools first given up",

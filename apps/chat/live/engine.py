@@ -19,6 +19,7 @@ from django.conf import settings
 
 from apps.chat import livestate
 from apps.chat.council import orchestration, summaries, tools
+from apps.chat.council.attachment_parts import media_summary
 from apps.chat.council.descriptions import describe_images
 from apps.chat.council.dispatch import enqueue_reply
 from apps.chat.council.intent import intent_from_model, with_format_rule
@@ -192,6 +193,8 @@ class ReplyRun:
             live.note("format", f"asked for {request.metadata['format']}")
         if request.metadata.get("cache_ttl"):
             live.note("cache_ttl", request.metadata["cache_ttl"])
+        if attached := media_summary(request):
+            live.note("attachments", attached)
         return request
 
     async def consume(self) -> None:
