@@ -5,7 +5,12 @@ from __future__ import annotations
 import math
 
 from django.conf import settings
-from django.core.exceptions import PermissionDenied, RequestDataTooBig, ValidationError
+from django.core.exceptions import (
+    PermissionDenied,
+    RequestDataTooBig,
+    TooManyFilesSent,
+    ValidationError,
+)
 from django.http import Http404
 from django.http.multipartparser import MultiPartParserError
 from ninja import NinjaAPI
@@ -17,6 +22,7 @@ from apps.api.auth import TokenAuth
 from apps.api.endpoints import router
 from apps.api.limits import TokenRateThrottle
 from apps.api.stream import router as stream_router
+from apps.chat.records.attachments import MAX_FILES_AT_ONCE
 
 
 class NotAnObject(ValueError):
@@ -97,6 +103,11 @@ def http_error(request, exc: HttpError):
 def too_big(request, exc: RequestDataTooBig):
     limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
     return _error(request, 413, f"The body is over the limit of {limit:,} bytes.", "body")
+
+
+@api.exception_handler(TooManyFilesSent)
+def too_many_files(request, exc: TooManyFilesSent):
+    return _error(request, 422, f"Attach at most {MAX_FILES_AT_ONCE} files at once.", "files")
 
 
 @api.exception_handler(MultiPartParserError)

@@ -39,6 +39,11 @@
   function upload(files) {
     const p = parts();
     if (!p || !p.list || !files.length) return;
+    if (files.length > 20) {  // the server's limit, said before anything is sent
+      p.list.appendChild(refusal("Attach at most 20 files at once."));
+      sync();
+      return;
+    }
     const data = new FormData();
     Array.from(files).forEach(function (file, index) {
       const name = file.name || "pasted-" + (index + 1) + "." + (file.type.split("/")[1] || "bin");

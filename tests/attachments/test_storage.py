@@ -227,3 +227,44 @@ def test_a_file_of_the_sessions_files_is_attached_and_a_sent_attachment_saved_th
     stranger.force_login(type(alice).objects.create_user("mallory", password="x"))
     assert stranger.post(save).status_code == 404
     assert stranger.post(url, {"path": "boards/frame 1.png"}).status_code == 404
+
+
+def test_hostile_names_scripts_in_pdfs_and_a_thousand_files_are_neutralised_or_refused(
+    alice, alice_thread
+):
+    """A name that is HTML or a path is kept as its last part and shown escaped; a PDF that
+    carries JavaScript is kept (providers read it) but only ever served as a sandboxed
+    download, and its first page is drawn by Parley (no script runs); a thousand files in
+    one upload are refused in a sentence with nothing kept."""
+    from pypdf import PdfReader, PdfWriter
+    from pypdf.actions import JavaScript
+
+    client = client_for(alice)
+    named = upload(client, alice_thread, ("<img src=x onerror=alert(1)>.md", b"# hi"),
+                   ("../../etc/passwd.txt", b"root"))  # fmt: skip
+    html = named.content.decode()
+    assert named.status_code == 200 and "<img src=x" not in html
+    assert "&lt;img src=x onerror=alert(1)&gt;.md" in html
+    assert set(Attachment.objects.values_list("name", flat=True)) == {
+        "<img src=x onerror=alert(1)>.md", "passwd.txt"}  # fmt: skip
+    # A PDF that runs JavaScript when opened.
+    writer = PdfWriter(clone_from=PdfReader(io.BytesIO(text_pdf("Open me"))))
+    writer.add_open_action(JavaScript("app.alert('owned');"))
+    scripted = io.BytesIO()
+    writer.write(scripted)
+    assert b"/JavaScript" in scripted.getvalue()
+    kept = upload(client, alice_thread, ("invoice.pdf", scripted.getvalue()))
+    assert kept.status_code == 200
+    pdf = Attachment.objects.get(name="invoice.pdf")
+    served = client.get(reverse("chat:attachment_file", args=[pdf.public_id]))
+    assert served["Content-Disposition"].startswith("attachment;")
+    assert "sandbox" in served["Content-Security-Policy"]
+    page = client.get(reverse("chat:attachment_preview", args=[pdf.public_id]))
+    assert page["Content-Type"] == "image/png" and b"".join(page.streaming_content)[:4] == (
+        b"\x89PNG")  # fmt: skip
+    # A thousand files at once: a sentence, nothing kept.
+    before = Attachment.objects.count()
+    flood = upload(client, alice_thread, *((f"n{i}.txt", b"x") for i in range(1000)))
+    assert flood.status_code == 422
+    assert "Attach at most 20 files at once." in flood.content.decode()
+    assert Attachment.objects.count() == before

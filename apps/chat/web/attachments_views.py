@@ -4,7 +4,7 @@ one out again, save a sent one into the session's files, and serve one to whoeve
 
 from __future__ import annotations
 
-from django.core.exceptions import PermissionDenied, ValidationError
+from django.core.exceptions import PermissionDenied, TooManyFilesSent, ValidationError
 from django.http import HttpResponse
 from django.shortcuts import render
 from django.views.decorators.http import require_GET, require_POST
@@ -31,11 +31,17 @@ def attachments_upload(request, thread):
     """Each uploaded file sniffed and kept, answered by its chip for the composer; a file that
     is refused is said in a sentence (the others are kept, the message box is untouched)."""
     thread = thread_for(request, thread, Need.TALK)
-    uploads = request.FILES.getlist("files")
-    if not uploads:
-        return HttpResponse("Choose a file to attach.", status=422)
-    if len(uploads) > MAX_FILES_AT_ONCE:
-        return HttpResponse(f"Attach at most {MAX_FILES_AT_ONCE} files at once.", status=422)
+    try:
+        uploads = request.FILES.getlist("files")
+    except TooManyFilesSent:  # Django stops reading past its own limit
+        uploads = [None] * (MAX_FILES_AT_ONCE + 1)
+    if not uploads or len(uploads) > MAX_FILES_AT_ONCE:
+        sentence = (
+            f"Attach at most {MAX_FILES_AT_ONCE} files at once." if uploads
+            else "Choose a file to attach."
+        )  # fmt: skip
+        context = {"attachments": [], "refused": [sentence]}
+        return render(request, "chat/_attachment_chips.html", context, status=422)
     kept, refused = [], []
     for upload in uploads:
         try:
