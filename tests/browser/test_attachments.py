@@ -50,9 +50,8 @@ def chips(page):
 def test_attach_paste_and_drop_make_chips_and_the_sent_bubble_shows_them(chat, fast_demo, shots):
     box = chat.get_by_role("combobox", name="Message", exact=True)
     box.fill("@assistant what is in these?")
-    chat.locator("#attach-input").set_input_files(
-        files=[{"name": "report.pdf", "mimeType": "application/pdf", "buffer": text_pdf("Hi")}]
-    )
+    # A PDF dropped on the thread.
+    chat.evaluate(FIRE, ["drop", [as_file("report.pdf", "application/pdf", text_pdf("Hi"))]])
     expect(chips(chat)).to_have_count(1)
     expect(chips(chat).first).to_contain_text("report.pdf")
     expect(chips(chat).first.locator(".attachment-icon")).to_have_text("PDF")
@@ -60,7 +59,9 @@ def test_attach_paste_and_drop_make_chips_and_the_sent_bubble_shows_them(chat, f
     chat.evaluate(FIRE, ["paste", [as_file("image.png", "image/png", png)]])
     expect(chips(chat)).to_have_count(2)
     expect(chips(chat).nth(1).locator("img.attachment-thumb")).to_be_visible()
-    chat.evaluate(FIRE, ["drop", [as_file("notes.md", "text/markdown", b"# Notes\n")]])
+    chat.locator("#attach-input").set_input_files(  # the Attach button's picker
+        files=[{"name": "notes.md", "mimeType": "text/markdown", "buffer": b"# Notes\n"}]
+    )
     expect(chips(chat)).to_have_count(3)
     # An image waits: the roles whose model reads text only (the demo's) say so.
     expect(chat.locator(".attachment-sight")).to_be_visible()
