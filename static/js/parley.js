@@ -1031,8 +1031,13 @@
   if (drawer) {
     const saved = localStorage.getItem("parley.roles-open");
     drawer.open = saved === null ? !narrow.matches : saved === "1";
-    drawer.addEventListener("toggle", function () {
-      localStorage.setItem("parley.roles-open", drawer.open ? "1" : "0");
+    // Only a person's choice is remembered: the browser also fires "toggle" for the state
+    // the page was parsed with, which would pin a wide screen's open drawer on a phone.
+    const summary = drawer.querySelector("summary");
+    if (summary) summary.addEventListener("click", function () {
+      setTimeout(function () {
+        localStorage.setItem("parley.roles-open", drawer.open ? "1" : "0");
+      });
     });
   }
 
