@@ -47,7 +47,12 @@ def chips(page):
     return page.locator("#attachment-chips .attachment-chip:not(.attachment-chip--uploading)")
 
 
-def test_attach_paste_and_drop_make_chips_and_the_sent_bubble_shows_them(chat, fast_demo, shots):
+@pytest.mark.parametrize("size", [(1280, 800), (390, 844)], ids=["desktop", "phone"])
+def test_attach_paste_and_drop_make_chips_and_the_sent_bubble_shows_them(
+    chat, fast_demo, shots, size
+):
+    chat.set_viewport_size({"width": size[0], "height": size[1]})
+    width = size[0]
     box = chat.get_by_role("combobox", name="Message", exact=True)
     box.fill("@assistant what is in these?")
     # A PDF dropped on the thread.
@@ -68,7 +73,7 @@ def test_attach_paste_and_drop_make_chips_and_the_sent_bubble_shows_them(chat, f
     expect(chat.locator(".attachment-sight")).to_contain_text("@assistant")
     expect(chat.locator("#role-picker .chip--describing").first).to_have_attribute(
         "title", re.compile("reads a description of each image"))  # fmt: skip
-    chat.locator("#composer").screenshot(path=shots / "attachments-composer-1280.png")
+    chat.locator("#composer").screenshot(path=shots / f"attachments-composer-{width}.png")
     # Taken out again: the chip goes, and so does the waiting row.
     chips(chat).nth(2).get_by_role("button", name="Remove notes.md").click()
     expect(chips(chat)).to_have_count(2)
@@ -82,7 +87,7 @@ def test_attach_paste_and_drop_make_chips_and_the_sent_bubble_shows_them(chat, f
     expect(page_one).to_contain_text("report.pdf · 1 page")  # its first page, drawn
     expect(person.locator(".msg-attachments-note")).to_contain_text("@assistant")
     wait_done(bubble(chat, "assistant").last)
-    chat.screenshot(path=shots / "attachments-sent-1280.png")
+    chat.screenshot(path=shots / f"attachments-sent-{width}.png")
     assert page_one.locator("img").evaluate("img => img.naturalWidth") > 100
     # The lightbox: the PDF's first page, then (→) the image with the description the demo
     # (a text-only model) read; Esc closes it and the focus goes back.
@@ -94,7 +99,7 @@ def test_attach_paste_and_drop_make_chips_and_the_sent_bubble_shows_them(chat, f
     chat.keyboard.press("ArrowRight")
     expect(lightbox.locator("#lightbox-title")).to_have_text("image.png")
     expect(lightbox.locator("#lightbox-facts")).to_contain_text("60 \u00d7 40 px")
-    chat.screenshot(path=shots / "attachments-lightbox-1280.png")
+    chat.screenshot(path=shots / f"attachments-lightbox-{width}.png")
     chat.keyboard.press("Escape")
     expect(lightbox).to_be_hidden()
     expect(page_one).to_be_focused()
@@ -142,7 +147,7 @@ def test_on_a_phone_a_file_of_the_session_is_attached_and_a_sent_one_saved_back(
     expect(files).to_be_hidden()  # closed: the chip is in the composer
     expect(chips(chat)).to_have_count(1)
     expect(chips(chat).first).to_contain_text("frame.png")
-    chat.locator("#composer").screenshot(path=shots / "attachments-composer-390.png")
+    chat.locator("#composer").screenshot(path=shots / "attachments-from-files-390.png")
     box = chat.get_by_role("combobox", name="Message", exact=True)
     box.fill("@assistant the frame?")
     box.press("Enter")
@@ -158,5 +163,5 @@ def test_on_a_phone_a_file_of_the_session_is_attached_and_a_sent_one_saved_back(
     expect(lightbox.locator("#lightbox-saved")).to_have_text(
         "Saved in the session's files as attachments/frame.png."
     )
-    chat.screenshot(path=shots / "attachments-lightbox-390.png")
+    chat.screenshot(path=shots / "attachments-saved-390.png")
     assert "attachments/frame.png" in {info.path for info in workspace.files()}

@@ -105,7 +105,11 @@ async def test_a_finished_turn_reaches_the_owners_pages_once_with_the_badge(
     )
     assert badge(frames, alice_thread.session) == ""
     frames = await collect(
-        sidebar, lambda frames: f"unread-{alice_thread.public_id}" in "".join(frames)
+        sidebar,
+        lambda frames: (
+            f"unread-{alice_thread.public_id}" in "".join(frames)
+            and badge(frames, alice_thread) == ""
+        ),
     )
     assert badge(frames, alice_thread) == ""
     await sidebar.disconnect()

@@ -42,6 +42,10 @@ async def test_concurrent_streams_are_served_side_by_side(emulator):
         ]
 
     await asyncio.gather(*(one() for _ in range(4)))
+    for _ in range(100):  # the emulator notes a request's end just after its last byte
+        if all(r.ended is not None for r in emulator.requests):
+            break
+        await asyncio.sleep(0.05)
     spans = [(r.started, r.ended) for r in emulator.requests]
     assert max(start for start, _ in spans) < min(end for _, end in spans)  # all four overlapped
 
