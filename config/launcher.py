@@ -125,7 +125,6 @@ def main() -> int:
     signal.signal(signal.SIGINT, signal.default_int_handler)
     env = dict(os.environ)
     env.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
-    env.setdefault("DEBUG", "true")
     host = env.get("HOST", "127.0.0.1")
     port = env.get("PORT", "8000")
     redis = None

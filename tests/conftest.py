@@ -202,6 +202,44 @@ def close_stray_connections(django_db_setup, django_db_blocker):
         )
 
 
+@pytest.fixture(scope="session", autouse=True)
+def quick_password_hashes():
+    """Django's password hash is slow on purpose (a quarter of a second here, double that
+    under the suite's load), and most tests make a user or log one in: the suite hashes
+    with MD5. Nothing here tests the hash's strength; production keeps Django's default."""
+    from django.test import override_settings
+
+    hashers = ["django.contrib.auth.hashers.MD5PasswordHasher", *django_settings.PASSWORD_HASHERS]
+    with override_settings(PASSWORD_HASHERS=hashers):
+        yield
+
+
+@pytest.fixture(scope="session", autouse=True)
+def quick_flushes():
+    """A transactional test ends with a flush, which by default then fires post_migrate to
+    write every app's content types and permissions again (two thirds of the flush's time on
+    PostgreSQL, over 200 tests). Nothing here reads permissions (superusers only), content
+    types are made again when asked for, and the data migrations' rows are loaded again after
+    each flush (pytest_runtest_teardown): flush without the signal, and forget the cached
+    content types whose rows the flush took."""
+    from django.contrib.contenttypes.models import ContentType
+    from django.core.management import call_command
+    from django.test import TransactionTestCase
+
+    def flush(case):
+        for database in case._databases_names(include_mirrors=False):
+            call_command(
+                "flush", verbosity=0, interactive=False, database=database,
+                reset_sequences=False, inhibit_post_migrate=True,
+            )  # fmt: skip
+        ContentType.objects.clear_cache()
+
+    original = TransactionTestCase._fixture_teardown
+    TransactionTestCase._fixture_teardown = flush
+    yield
+    TransactionTestCase._fixture_teardown = original
+
+
 @pytest.fixture(scope="session")
 def celery_worker_session(django_db_setup, django_db_blocker):
     """A real Celery worker (threads pool, as in production) consuming from the real broker."""
