@@ -44,8 +44,9 @@ from pathlib import Path
 import aiohttp
 from yarl import URL
 
+from bench.procs import cpu_seconds, pids_under, profiled, pss_mb, rss_mb
+
 ROOT = Path(__file__).resolve().parent.parent
-TICKS = os.sysconf("SC_CLK_TCK")
 DELTA = re.compile(
     r'<span id="msg-([0-9a-f-]{36})-text" hx-swap-oob="beforeend">(.*?)</span>', re.S
 )
@@ -60,47 +61,6 @@ def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
-
-
-def pids_under(root: int) -> list[int]:
-    """The launcher's descendants (daphne, the worker, redis-server)."""
-    children: dict[int, list[int]] = {}
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
-            except (OSError, IndexError):
-                continue
-            children.setdefault(ppid, []).append(int(entry.name))
-    found, todo = [], [root]
-    while todo:
-        for child in children.get(todo.pop(), []):
-            found.append(child)
-            todo.append(child)
-    return found
-
-
-def cpu_seconds(pids: list[int]) -> float:
-    total = 0
-    for pid in pids:
-        try:
-            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        total += int(fields[11]) + int(fields[12])  # utime + stime
-    return total / TICKS
-
-
-def rss_mb(pids: list[int]) -> float:
-    total = 0
-    for pid in pids:
-        try:
-            for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-                if line.startswith("VmRSS:"):
-                    total += int(line.split()[1])
-        except OSError:
-            continue
-    return total / 1024
 
 
 @dataclass
@@ -479,8 +439,9 @@ async def main_async(args) -> None:
             }
             await asyncio.sleep(2)
             pids = [*parley.pids(), parley.process.pid]
-            print(f"Idle RSS, all processes: {rss_mb(pids):.0f} MB "
-                  f"(web + worker + redis: {rss_mb(pids[:-1]):.0f} MB)", flush=True)  # fmt: skip
+            print(f"Idle memory, all processes: PSS {pss_mb(pids):.0f} MB, RSS "
+                  f"{rss_mb(pids):.0f} MB (without the launcher: PSS {pss_mb(pids[:-1]):.0f} MB)",
+                  flush=True)  # fmt: skip
             for server in (parley, floor):  # unmeasured: imports, caches, connections of
                 for _ in range(3):  # every process (several streams reach each of them)
                     await run_level(server, emulator, threads[server.name], 8, 0, 20, 0)
@@ -497,11 +458,13 @@ async def main_async(args) -> None:
                 pair = []
                 for server in (parley, floor):  # side by side, interleaved
                     runs = []
-                    for _ in range(repeat):
-                        runs.append(await run_level(server, emulator, threads[server.name],
-                                                    count, interval, tokens,
-                                                    args.ttft))  # fmt: skip
-                        await asyncio.sleep(1)
+                    folder = args.profile if server is parley else None
+                    with profiled(server.pids(), folder, f"{count}x{tokens}-{interval}ms"):
+                        for _ in range(repeat):
+                            runs.append(await run_level(server, emulator, threads[server.name],
+                                                        count, interval, tokens,
+                                                        args.ttft))  # fmt: skip
+                            await asyncio.sleep(1)
                     pair.append(merged(runs))
                 rows += compare(*pair)
                 print("\n".join(compare(*pair)), flush=True)
@@ -533,6 +496,10 @@ def main() -> None:
     parser.add_argument(
         "--production", action="store_true", help="PostgreSQL and the machine's Redis"
     )
+    parser.add_argument(
+        "--profile", type=Path, metavar="FOLDER",
+        help="py-spy samples each of Parley's processes through each load, into FOLDER",
+    )  # fmt: skip
     asyncio.run(main_async(parser.parse_args()))
 
 

@@ -134,16 +134,23 @@ def test_an_image_is_described_once_by_a_model_that_sees_for_every_model_that_ca
     assert text_only and all(described in str(r.body) for r in text_only)
     director = [r for r in emulator.requests if r.provider == "anthropic" and r not in describing]
     assert director and all(b"image" in str(r.body).encode() for r in director)  # it sees
-    for reply in posted.replies:
+    note = {"event": "described", "detail": "1 image described by Anthropic · claude-haiku-4-5"}
+
+    def notes(reply) -> list[dict]:
         reply.refresh_from_db()
-        if reply.provider == "ollama":
-            assert any(e.get("event") == "described" for e in reply.log)
+        return [{k: e.get(k) for k in note} for e in reply.log if e.get("event") == "described"]
+
+    # Every text-only reply's Details say so, whether it asked for the words or found them
+    # written by another; the director, which sees, says nothing of it.
+    for reply in posted.replies:
+        assert notes(reply) == ([note] if reply.provider == "ollama" else [])
     # The next turn reads the kept description: nothing is described again.
     emulator.script(Script(text="Still seen.", provider="openai"))
     again = message_post(thread=alice_thread, author=alice, text="@assistant and now?")
     wait_settled(again.replies)
     assert len([r for r in emulator.requests if "Describe this image" in str(r.body)]) == 1
     assert described in str(emulator.requests[-1].body)
+    assert notes(again.replies[0]) == [note]
 
 
 def test_a_message_queued_behind_a_turn_keeps_its_attachments(

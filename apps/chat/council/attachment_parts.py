@@ -29,6 +29,8 @@ class MessageMedia:
     blobs: dict[str, bytes] = field(default_factory=dict)  # by attachment id
     # Images the model cannot see that have no description yet: written before the request.
     undescribed: list[int] = field(default_factory=list)
+    # Who wrote each description the model reads instead of an image (for the Details).
+    described_by: list[str] = field(default_factory=list)
 
 
 def media_for(message_ids: list[int], reads: Reads) -> MessageMedia:
@@ -58,8 +60,11 @@ def _parts(attachment: Attachment, label: str, reads: Reads, media: MessageMedia
     }
     part_type, reads_it = readable.get(AttachmentKind(attachment.kind), ("", False))
     if not reads_it:
-        if attachment.kind == AttachmentKind.IMAGE and not attachment.stand_in:
-            media.undescribed.append(attachment.pk)
+        if attachment.kind == AttachmentKind.IMAGE:
+            if attachment.stand_in:
+                media.described_by.append(attachment.described_by)
+            else:
+                media.undescribed.append(attachment.pk)
         return [{"type": "text", "text": f"{name}, {stand_in(attachment)}]"}]
     media.blobs[str(attachment.public_id)] = attachment_bytes(attachment)
     return [{"type": "text", "text": f"{name}]"}, media_part(attachment, part_type)]

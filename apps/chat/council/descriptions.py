@@ -71,9 +71,8 @@ def describer_for(message: Message) -> Describer | None:
     return None
 
 
-async def describe_images(attachment_ids: list[int], *, message: Message, redis) -> str:
-    """Write the missing descriptions of these images (each once, whoever asks); what the
-    reply's Details say of it."""
+async def describe_images(attachment_ids: list[int], *, message: Message, redis) -> None:
+    """Write the missing descriptions of these images (each once, whoever asks)."""
     describer = await database_sync_to_async(describer_for)(message)
     for attachment_id in attachment_ids:
         await written_once(
@@ -84,9 +83,18 @@ async def describe_images(attachment_ids: list[int], *, message: Message, redis)
             wait_seconds=WAIT_SECONDS,
             lock_seconds=LOCK_SECONDS,
         )
-    by = describer.label if describer else PIXELS_ONLY
-    count = len(attachment_ids)
-    return f"{count} image{'s' if count != 1 else ''} described by {by}"
+
+
+def described_note(described_by: list[str]) -> str:
+    """What a reply's Details say of the images its model read as descriptions, whoever
+    wrote them and whenever: "2 images described by Anthropic · claude-haiku-4-5"."""
+    counts: dict[str, int] = {}
+    for by in described_by:
+        counts[by or "an earlier model"] = counts.get(by or "an earlier model", 0) + 1
+    return "; ".join(
+        f"{count} image{'s' if count != 1 else ''} described by {by}"
+        for by, count in counts.items()
+    )
 
 
 def _described(attachment_id: int) -> str | None:

@@ -20,7 +20,7 @@ from django.conf import settings
 from apps.chat import livestate
 from apps.chat.council import orchestration, summaries, tools
 from apps.chat.council.attachment_parts import media_summary
-from apps.chat.council.descriptions import describe_images
+from apps.chat.council.descriptions import describe_images, described_note
 from apps.chat.council.dispatch import enqueue_reply
 from apps.chat.council.intent import intent_from_model, with_format_rule
 from apps.chat.council.replies import reply_rerun, reply_settle
@@ -165,9 +165,11 @@ class ReplyRun:
         start, live = self.start, self.live
         request, plan = start.request, start.summary_plan
         if start.media is not None and start.media.undescribed:
-            live.note("described", await describe_images(
-                start.media.undescribed, message=self.message, redis=self.hub.redis))  # fmt: skip
+            await describe_images(start.media.undescribed, message=self.message,
+                                  redis=self.hub.redis)  # fmt: skip
             start.media, start.transcript = await in_db_thread(reread_history)(message=self.message)
+        if start.media is not None and start.media.described_by:
+            live.note("described", described_note(start.media.described_by))
         if request is None:
             summary = None if plan is None else await summaries.ensure_summary(
                 plan, adapter=adapter, model=self.message.model, api_key=start.api_key,
