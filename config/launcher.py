@@ -16,16 +16,13 @@ from pathlib import Path
 
 from django.core.exceptions import ImproperlyConfigured
 
-from config.embedded_redis import die_with_parent, start_embedded_redis
+from config.embedded_redis import start_embedded_redis
 from config.env import env_int
+from config.forking import ForkedChild, SetupFailed, preload
 
 ROOT = Path(__file__).resolve().parent.parent
 PYTHON = sys.executable
 BIN = Path(PYTHON).parent
-
-
-def _manage(*args: str, env: dict[str, str]) -> None:
-    subprocess.run([PYTHON, "manage.py", *args], cwd=ROOT, env=env, check=True)
 
 
 class Supervisor:
@@ -34,28 +31,25 @@ class Supervisor:
 
     FIRST_PAUSE, LONGEST_PAUSE, STABLE_SECONDS = 1.0, 30.0, 60.0
 
-    def __init__(
-        self, programs: dict[str, list[str]], *, env: dict[str, str], pass_fds: tuple[int, ...] = ()
-    ) -> None:
-        self.programs, self.env, self.pass_fds = programs, env, pass_fds
-        self.running: dict[str, subprocess.Popen] = {}
+    def __init__(self, programs: dict[str, list[str]], *, web_fds: tuple[int, ...] = ()) -> None:
+        self.programs, self.web_fds = programs, web_fds
+        self.running: dict[str, ForkedChild] = {}
         self.started: dict[str, float] = {}
         self.pause = dict.fromkeys(programs, self.FIRST_PAUSE)
         self.restart_at: dict[str, float] = {}
 
     def _spawn(self, name: str) -> None:
-        self.running[name] = subprocess.Popen(
-            self.programs[name], cwd=ROOT, env=self.env, preexec_fn=die_with_parent,
-            pass_fds=self.pass_fds,
-        )  # fmt: skip
+        argv = self.programs[name]  # forked from this preloaded process (config/forking.py)
+        own = tuple(int(argv[i + 1]) for i, word in enumerate(argv) if word == "--fd")
+        self.running[name] = ForkedChild(argv, keep_fds=own, close_fds=self.web_fds)
         self.started[name] = time.monotonic()
 
-    def start(self) -> list[subprocess.Popen]:
+    def start(self) -> list[ForkedChild]:
         for name in self.programs:
             self._spawn(name)
         return list(self.running.values())
 
-    def keep_running(self) -> list[subprocess.Popen]:
+    def keep_running(self) -> list[ForkedChild]:
         now = time.monotonic()
         for name, child in list(self.running.items()):
             if name in self.restart_at:
@@ -137,7 +131,7 @@ def main() -> int:
         env["REDIS_URL"] = redis.url
         print(f"Embedded Redis-compatible server on {redis.url}")
 
-    children: list[subprocess.Popen] = []
+    children: list[ForkedChild] = []
 
     def stop_all():
         # A second Ctrl-C must not cut the orderly stop short (the kernel still reaps the
@@ -172,12 +166,11 @@ def main() -> int:
                 print(f"Could not listen on {host}:{port}: {exc.strerror or exc}")
                 return 1
             fds, web = [listener.fileno() for listener in listeners], []
-        _manage("migrate", "--noinput", env=env)
-        _manage("ensure_local_user", env=env)
         found = programs(env, fds)
         if web:
             found["web"] = web
-        supervisor = Supervisor(found, env=env, pass_fds=tuple(fds))
+        preload(env, before_fork=("migrate --noinput", "ensure_local_user"))
+        supervisor = Supervisor(found, web_fds=tuple(fds))
         children[:] = supervisor.start()
         print(f"\nParley is running at http://{host}:{port}/  (Ctrl-C stops everything)\n")
         while True:
@@ -192,9 +185,9 @@ def main() -> int:
     except KeyboardInterrupt:
         print("\nStopping Parley…")
         return 0
-    except subprocess.CalledProcessError as exc:
+    except SetupFailed as exc:
         print(f"Set-up failed: {exc}")
-        return exc.returncode or 1
+        return 1
     except ImproperlyConfigured as exc:
         print(f"Set-up failed: {exc}")
         return 1

@@ -44,8 +44,10 @@ CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", [])
 # Comma-separated Fernet keys, newest first: data is written with the first, read with any.
 PARLEY_ENCRYPTION_KEYS = env_list("PARLEY_ENCRYPTION_KEYS", [_secret("PARLEY_ENCRYPTION_KEYS")])
 
+# Not "daphne": its app imports daphne's server, which installs Twisted's reactor in every
+# process that sets Django up (the worker, the launcher that forks the web processes: see
+# config/forking.py). The web process is daphne's own command line (config/web.py).
 INSTALLED_APPS = [
-    "daphne",
     "django.contrib.admin",
     "django.contrib.auth",
     "django.contrib.contenttypes",

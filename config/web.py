@@ -4,6 +4,8 @@ secret in a path — an invite link's token."""
 
 from __future__ import annotations
 
+import sys
+
 from daphne import access, cli
 
 from config.logs import redact_paths
@@ -14,9 +16,9 @@ class RedactingAccessLog(access.AccessLogGenerator):
         super().write_entry(host, date, redact_paths(request), status, length, ident, user)
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     cli.AccessLogGenerator = RedactingAccessLog  # the name the CLI builds its access log by
-    cli.CommandLineInterface.entrypoint()
+    cli.CommandLineInterface().run(sys.argv[1:] if argv is None else argv)
 
 
 if __name__ == "__main__":

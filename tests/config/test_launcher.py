@@ -66,6 +66,19 @@ def gone(pids) -> bool:
     return not [pid for pid in pids if alive(pid)]
 
 
+def shared_heap_mb(pid: int) -> float:
+    """Memory of the process's heap (anonymous mappings, not files such as libraries, which
+    any processes share) that it shares with others: what it got by fork and kept unwritten."""
+    shared, anonymous = 0, False
+    for line in Path(f"/proc/{pid}/smaps").read_text().splitlines():
+        fields = line.split()
+        if re.match(r"^[0-9a-f]+-[0-9a-f]+ ", line):
+            anonymous = len(fields) < 6 or fields[5] == "[heap]"
+        elif anonymous and fields[0] in ("Shared_Clean:", "Shared_Dirty:"):
+            shared += int(fields[1])
+    return shared / 1024
+
+
 class Launched:
     """`make run`'s launcher as a child of the test, with its log."""
 
@@ -116,6 +129,11 @@ def test_started_in_the_background_it_serves_restarts_what_dies_and_ctrl_c_stops
         assert (tmp_path / "local-secrets.json").exists()
         workers = set(app.children("celery"))
         assert len(workers) == min(os.cpu_count() or 1, 2)  # one per core, up to two
+        # Forked from the launcher, which loaded Django, the SDKs and the templates: each
+        # child shares that heap with it (started as programs of their own, they share ~0).
+        webs = app.children("config.web")
+        assert len(webs) == len(workers)
+        assert all(shared_heap_mb(pid) > 20 for pid in [*webs, *workers])
         worker = min(workers)
         os.kill(worker, signal.SIGKILL)
         app.wait_for(
