@@ -7,6 +7,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -78,9 +79,10 @@ def name_of(pid: int) -> str:
 
 @contextmanager
 def profiled(pids: list[int], folder: Path | None, label: str):
-    """With a folder: py-spy samples every Python process of `pids` meanwhile (100 Hz, every
-    thread, idle ones left out), one collapsed-stack file per process (`label-name-pid.txt`,
-    readable by speedscope or flamegraph.pl)."""
+    """With a folder: py-spy samples every Python process of `pids` meanwhile, 200 times a
+    second, the thread holding the GIL (the one computing in Python; waiting threads release
+    it), without pausing the process: one collapsed-stack file per process
+    (`label-name-pid.txt`, readable by speedscope or flamegraph.pl)."""
     if folder is None:
         yield
         return
@@ -92,10 +94,11 @@ def profiled(pids: list[int], folder: Path | None, label: str):
             continue
         out = folder / f"{label}-{name}-{pid}.txt"
         spies.append(subprocess.Popen(
-            [str(PY_SPY), "record", "--pid", str(pid), "--rate", "100", "--format", "raw",
-             "--output", str(out), "--nonblocking", "--threads"],
+            [str(PY_SPY), "record", "--pid", str(pid), "--rate", "200", "--format", "raw",
+             "--output", str(out), "--threads", "--gil", "--nonblocking"],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
         ))  # fmt: skip
+    time.sleep(0.5)  # py-spy attaches
     try:
         yield
     finally:

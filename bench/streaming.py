@@ -44,7 +44,7 @@ from pathlib import Path
 import aiohttp
 from yarl import URL
 
-from bench.procs import cpu_seconds, pids_under, profiled, pss_mb, rss_mb
+from bench.procs import cpu_seconds, name_of, pids_under, profiled, pss_mb, rss_mb
 
 ROOT = Path(__file__).resolve().parent.parent
 DELTA = re.compile(
@@ -91,6 +91,7 @@ class Result:
     tokens_per_second: float = 0.0
     cpu_per_reply_ms: float = 0.0
     replies: int = 0  # over repeated runs of the level (0: one run, `streams` replies)
+    cpu_by_process: dict[str, float] = field(default_factory=dict)  # ms per reply, by kind
 
     def p50(self, name: str) -> float:
         return percentile(getattr(self, name), 0.5)
@@ -303,7 +304,10 @@ async def _run_stream(http, server, stream: Stream, start: asyncio.Event, csrf: 
 
 
 async def run_level(server, emulator, threads, count: int, interval_ms: int, tokens: int,
-                    ttft_ms: int) -> Result:  # fmt: skip
+                    ttft_ms: int, profile: tuple[Path | None, str] | None = None
+                    ) -> Result:  # fmt: skip
+    """One load on one server; with `profile` (folder, label), py-spy samples the server's
+    processes through the measured part (from the posts to the last settled reply)."""
     from apps.providers.emulator import Script
 
     word = "word "
@@ -332,10 +336,15 @@ async def run_level(server, emulator, threads, count: int, interval_ms: int, tok
             csrf = jar.filter_cookies(URL(server.url))["csrftoken"].value
         tasks = [asyncio.create_task(run_stream(http, server, s, start, csrf)) for s in streams]
         await asyncio.sleep(1.0 + count / 100)  # every socket open and synced
-        cpu_before, began = cpu_seconds(pids), time.monotonic()
-        start.set()
-        await asyncio.wait(tasks, timeout=300)
-        seconds, cpu = time.monotonic() - began, cpu_seconds(pids) - cpu_before
+        folder, label = profile or (None, "")
+        with profiled(pids, folder, label):
+            each_before = {pid: cpu_seconds([pid]) for pid in pids}
+            began = time.monotonic()
+            start.set()
+            await asyncio.wait(tasks, timeout=300)
+            seconds = time.monotonic() - began
+            each = {pid: cpu_seconds([pid]) - before for pid, before in each_before.items()}
+            cpu = sum(each.values())
     result = Result(server=server.name, streams=count, interval_ms=interval_ms, tokens=tokens)
     requests = {}
     for record in emulator.requests:
@@ -362,6 +371,9 @@ async def run_level(server, emulator, threads, count: int, interval_ms: int, tok
     delivered = sum(len(s.text) // len(word) for s in streams)
     result.tokens_per_second = delivered / seconds if seconds else 0
     result.cpu_per_reply_ms = cpu / count * 1000
+    for pid, used in each.items():
+        kind = name_of(pid)
+        result.cpu_by_process[kind] = result.cpu_by_process.get(kind, 0) + used / count * 1000
     return result
 
 
@@ -376,6 +388,9 @@ def merged(runs: list[Result]) -> Result:
         result.exact += run.exact
     result.replies = sum(run.streams for run in runs)
     result.cpu_per_reply_ms = sum(run.cpu_per_reply_ms for run in runs) / len(runs)
+    for run in runs:
+        for kind, used in run.cpu_by_process.items():
+            result.cpu_by_process[kind] = result.cpu_by_process.get(kind, 0) + used / len(runs)
     result.tokens_per_second = sum(run.tokens_per_second for run in runs) / len(runs)
     return result
 
@@ -404,7 +419,8 @@ def compare(parley: Result, floor: Result) -> list[str]:
         )
         rows.append(f"| {label} | {name} | {ours:,.1f} ms | {theirs:,.1f} ms "
                     f"| {ratio(ours, theirs)} |")  # fmt: skip
-    rows.append(f"| {label} | CPU per reply | {parley.cpu_per_reply_ms:,.0f} ms "
+    split = ", ".join(f"{kind} {ms:,.0f}" for kind, ms in sorted(parley.cpu_by_process.items()))
+    rows.append(f"| {label} | CPU per reply ({split}) | {parley.cpu_per_reply_ms:,.0f} ms "
                 f"| {floor.cpu_per_reply_ms:,.0f} ms "
                 f"| {ratio(parley.cpu_per_reply_ms, floor.cpu_per_reply_ms)} |")  # fmt: skip
     rows.append(f"| {label} | tokens/s | {parley.tokens_per_second:,.0f} "
@@ -458,13 +474,13 @@ async def main_async(args) -> None:
                 pair = []
                 for server in (parley, floor):  # side by side, interleaved
                     runs = []
-                    folder = args.profile if server is parley else None
-                    with profiled(server.pids(), folder, f"{count}x{tokens}-{interval}ms"):
-                        for _ in range(repeat):
-                            runs.append(await run_level(server, emulator, threads[server.name],
-                                                        count, interval, tokens,
-                                                        args.ttft))  # fmt: skip
-                            await asyncio.sleep(1)
+                    for n in range(repeat):
+                        label = f"{count}x{tokens}-{interval}ms-{n}"
+                        runs.append(await run_level(server, emulator, threads[server.name],
+                                                    count, interval, tokens, args.ttft,
+                                                    profile=(args.profile, label)
+                                                    if server is parley else None))  # fmt: skip
+                        await asyncio.sleep(1)
                     pair.append(merged(runs))
                 rows += compare(*pair)
                 print("\n".join(compare(*pair)), flush=True)

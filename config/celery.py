@@ -37,9 +37,14 @@ def recover_replies_once() -> None:
 
 def recovery_sweeps(stop: threading.Event, interval: float) -> None:
     """Look again every `interval` seconds until `stop`: a worker that dies while others run
-    (or one restarted before its lease lapsed) leaves replies only the next look finds."""
+    (or one restarted before its lease lapsed) leaves replies only the next look finds. The
+    workers take turns: one look per interval among them all (the look's queries were most
+    of an idle worker's CPU, and each worker made its own)."""
+    from apps.chat.livestate import sweep_claim
+
     while not stop.wait(interval):
-        recover_replies_once()
+        if sweep_claim(interval):
+            recover_replies_once()
 
 
 @worker_ready.connect

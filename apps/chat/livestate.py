@@ -109,6 +109,18 @@ def leases_held(message_pks: list[int]) -> set[int]:
         return {pk for pk, held in zip(message_pks, pipe.execute(), strict=True) if held}
 
 
+def sweep_claim(interval_seconds: float) -> bool:
+    """Whether this worker makes this interval's look for replies left behind: one look per
+    interval among all the workers (whichever asks first), not one each. True when Redis
+    cannot say: the look is also what recovers from Redis's outages."""
+    try:
+        return bool(shared_sync_client().set(
+            f"{PREFIX}:recovery-sweep", "1", nx=True, px=max(1, int(interval_seconds * 900))
+        ))  # fmt: skip
+    except redis.RedisError:
+        return True
+
+
 @dataclass(frozen=True)
 class LiveSnapshot:
     text: str

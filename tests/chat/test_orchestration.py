@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import itertools
 import threading
+import time
 from datetime import timedelta
 
 import pytest
@@ -462,6 +463,16 @@ def test_a_lease_is_renewed_and_released_only_by_its_owner():
             sync.close()
 
     asyncio.run(scenario())
+
+
+def test_the_workers_take_turns_looking_for_replies_left_behind():
+    """One look per interval among all the workers: the first to ask makes it, the others
+    skip it until the interval has (nearly) passed."""
+    livestate.shared_sync_client().delete(f"{livestate.PREFIX}:recovery-sweep")
+    assert livestate.sweep_claim(0.3)
+    assert not livestate.sweep_claim(0.3)  # another worker, in the same interval
+    time.sleep(0.3)
+    assert livestate.sweep_claim(0.3)
 
 
 def test_a_reply_whose_worker_keeps_dying_ends_as_an_error_with_its_text(
