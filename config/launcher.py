@@ -94,6 +94,12 @@ def default_processes() -> int:
     return max(1, min(os.cpu_count() or 1, 2))
 
 
+# Celery's worker-to-worker chatter, which Parley does not use (it never revokes tasks, and
+# finds dead workers by their replies' leases): heartbeat events every 2 s, the gossip that
+# reads them, and the start-up "mingle" (a second's wait). Idle, they were half a worker's CPU.
+QUIET_WORKER = ("--without-heartbeat", "--without-gossip", "--without-mingle")
+
+
 def programs(env: dict[str, str], web_fds: list[int]) -> dict[str, list[str]]:
     """The worker and web processes: a web process per socket of `web_fds`."""
     workers = env_int("WORKER_PROCESSES", default_processes(), minimum=1)
@@ -104,7 +110,7 @@ def programs(env: dict[str, str], web_fds: list[int]) -> dict[str, list[str]]:
         name = "worker" if workers == 1 else f"worker {n}"
         found[name] = [str(BIN / "celery"), "-A", "config", "worker", "--pool", "threads",
                        "--concurrency", concurrency, "--loglevel", "INFO", "-Q", queue,
-                       "-n", f"worker{n}@%h"]  # fmt: skip
+                       "-n", f"worker{n}@%h", *QUIET_WORKER]  # fmt: skip
     for n, fd in enumerate(web_fds, start=1):
         name = "web" if len(web_fds) == 1 else f"web {n}"
         found[name] = [PYTHON, "-m", "config.web", "--fd", str(fd), "config.asgi:application"]
