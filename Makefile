@@ -52,10 +52,11 @@ $(NODE_STAMP): tests/node/package.json tests/node/package-lock.json
 	@touch $@
 
 # The suite runs side by side in PYTEST_WORKERS processes (pytest-xdist; each with its own
-# database, Redis database, ports, workspace folder and browser): one more than the cores,
-# since its tests wait on servers, workers and browsers as much as they compute. An idle
-# process takes tests from a busy one's share. PYTEST_WORKERS=0 runs it in this process.
-PYTEST_WORKERS ?= 3
+# database, Redis database, ports, workspace folder and browser): twice the cores here,
+# since its tests wait on servers, workers and browsers as much as they compute (on this
+# 2-core machine: 3 processes 8:17, 4 processes 7:12). An idle process takes tests from a
+# busy one's share. PYTEST_WORKERS=0 runs it in this process.
+PYTEST_WORKERS ?= 4
 
 # The linters (mypy's minutes, on a fresh clone) run beside the suite, not before it (their
 # few lines may land between the suite's progress dots); either failing fails `make test`.
