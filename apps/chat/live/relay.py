@@ -91,6 +91,10 @@ class Relay:
                 continue
             self.failures = 0
             self._hand_out(pushes)
+            if pushes:
+                # The tabs send what they were handed before this task asks Redis again:
+                # otherwise every push waited out the next read's round trip to be sent.
+                await asyncio.sleep(0)
             now = time.monotonic()
             if now - last_beat >= HEARTBEAT_SECONDS:
                 last_beat = now
