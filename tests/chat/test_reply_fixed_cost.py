@@ -11,8 +11,10 @@ from collections import Counter
 import pytest
 from django.db.backends.utils import CursorWrapper
 
+from apps.chat.live.hub import stream_hub
 from apps.chat.models import Message
 from tests.chat.test_write_transactions import settle
+from tests.conftest import wait_until
 
 ROOT_MARK = "/apps/"
 
@@ -110,10 +112,12 @@ def test_a_one_token_reply_makes_few_queries_each_counted(
                         HTTP_HX_REQUEST="true")  # fmt: skip
     assert first.status_code == 200
     settle(Message.objects.filter(thread=alice_thread).exclude(speaker="user").latest("pk").pk)
+    wait_until(lambda: not stream_hub().counts_pending)  # the first reply's counts are out
     queries = Queries(monkeypatch)
     answer = client.post(url, {"text": "And the closing shot?"}, HTTP_HX_REQUEST="true")
     assert answer.status_code == 200
     settle(Message.objects.filter(thread=alice_thread).exclude(speaker="user").latest("pk").pk)
+    wait_until(lambda: not stream_hub().counts_pending)
     phases = queries.by_phase()
     report = "\n".join(f"{count:3d}  {phase}" for phase, count in phases.items())
     print(report)

@@ -340,6 +340,11 @@ class StreamHub:
         self.counts_due.add(thread_id)
         self._work.set()
 
+    @property
+    def counts_pending(self) -> bool:
+        """Settled replies whose counts are not shown yet (due, or being read)."""
+        return bool(self.counts_due) or self._counting
+
     def _counts_due(self, now: float) -> None:
         if (
             not self.counts_due
