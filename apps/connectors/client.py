@@ -119,12 +119,26 @@ def _base_env() -> dict[str, str]:
 
 
 def _reason(exc: BaseException, spec: ServerSpec) -> str:
+    if _timed_out(exc):
+        return f"it did not answer within {spec.timeout:g} s"
     if isinstance(exc, BaseExceptionGroup):
         return "; ".join(dict.fromkeys(_reason(inner, spec) for inner in exc.exceptions))
-    if isinstance(exc, TimeoutError) or "Timed out while waiting" in str(exc):
-        return f"it did not answer within {spec.timeout:g} s"
     text = str(exc).strip() or type(exc).__name__
     return text.splitlines()[0][:300].rstrip(".")
+
+
+def _timed_out(exc: BaseException | None, seen: set[int] | None = None) -> bool:
+    """Whether a timeout is anywhere in what went wrong: closing the SDK's streams and task
+    groups after one can raise errors of their own (a broken stream, a cancelled scope) that
+    would otherwise be the reason shown."""
+    seen = set() if seen is None else seen
+    if exc is None or id(exc) in seen:
+        return False
+    seen.add(id(exc))
+    if isinstance(exc, TimeoutError) or "Timed out while waiting" in str(exc):
+        return True
+    inner = list(exc.exceptions) if isinstance(exc, BaseExceptionGroup) else []
+    return any(_timed_out(other, seen) for other in [*inner, exc.__context__, exc.__cause__])
 
 
 def _teardown_only(exc: BaseException) -> bool:
@@ -173,8 +187,9 @@ async def _guarded(spec: ServerSpec, work):
             # often send one last message as the SDK shuts its streams). The tool did run.
             log.info("MCP server %r did not close cleanly: %s", spec.name, _reason(exc, spec))
             return outcome[0]
-        cause = _cause(exc)
-        if connected and _connection_lost(cause):
+        timed_out = _timed_out(exc)
+        cause = exc if timed_out else _cause(exc)
+        if connected and not timed_out and _connection_lost(cause):
             raise McpUnavailable(
                 f"The MCP server {spec.name!r} went away during the call ({_reason(cause, spec)})."
             ) from exc

@@ -3,13 +3,23 @@ a server that dies mid-call, and one that is not there."""
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import socket
 from pathlib import Path
 
+import anyio
 import pytest
 
-from apps.connectors.client import McpUnavailable, ServerSpec, call_tool, list_tools, namespaced
+from apps.connectors.client import (
+    McpUnavailable,
+    ServerSpec,
+    _cause,
+    _reason,
+    call_tool,
+    list_tools,
+    namespaced,
+)
 
 
 async def test_stdio_lists_tools_with_their_read_only_hints_and_calls_them(stdio_spec):
@@ -49,6 +59,21 @@ async def test_a_tool_error_a_timeout_and_a_crash_are_reported_not_raised_past_t
     missing = dataclasses.replace(stdio_spec, command="/nonexistent/mcp-server")
     with pytest.raises(McpUnavailable, match="unavailable"):
         await list_tools(missing)
+
+
+def test_a_timeout_hidden_behind_the_sdks_teardown_is_still_said_as_one(stdio_spec):
+    """Under load the SDK's read timeout can surface only as the context of what closing its
+    streams raised — a cancelled scope under a broken stream, in a group. Seen once in CI as
+    "unavailable: Cancelled via cancel scope 7ff7…"; the person must read the timeout."""
+    timeout = RuntimeError("Timed out while waiting for response to ClientRequest. Waited 1.0 s")
+    cancelled = asyncio.CancelledError("Cancelled via cancel scope 7ff7721a0b80")
+    cancelled.__context__ = timeout
+    broken = anyio.BrokenResourceError()
+    broken.__context__ = cancelled
+    failure = BaseExceptionGroup("unhandled errors in a TaskGroup", [broken])
+    quick = dataclasses.replace(stdio_spec, timeout=1)
+    assert _reason(failure, quick) == "it did not answer within 1 s"
+    assert _reason(_cause(broken), quick) == "it did not answer within 1 s"
 
 
 async def test_streamable_http_lists_and_calls(mcp_http):
