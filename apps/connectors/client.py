@@ -13,6 +13,7 @@ import asyncio
 import logging
 import os
 import re
+import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -172,6 +173,7 @@ def _connection_lost(exc: BaseException) -> bool:
 async def _guarded(spec: ServerSpec, work):
     outcome: list[Any] = []
     connected = False
+    started = time.monotonic()
     try:
         async with asyncio.timeout(spec.timeout + 5):
             async with _session(spec) as session:
@@ -187,7 +189,9 @@ async def _guarded(spec: ServerSpec, work):
             # often send one last message as the SDK shuts its streams). The tool did run.
             log.info("MCP server %r did not close cleanly: %s", spec.name, _reason(exc, spec))
             return outcome[0]
-        timed_out = _timed_out(exc)
+        # A call that failed after its whole timeout did not answer within it, whatever the
+        # SDK raised on the way out (under load, a cancelled scope with no timeout in sight).
+        timed_out = _timed_out(exc) or time.monotonic() - started >= spec.timeout
         cause = exc if timed_out else _cause(exc)
         if connected and not timed_out and _connection_lost(cause):
             raise McpUnavailable(

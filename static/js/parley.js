@@ -105,14 +105,25 @@
     const later = document.getElementById("later");
     return Boolean(later && !later.hidden);
   }
-  // The HTTP response and the websocket both announce new bubbles; keep the first copy.
+  // The HTTP response and the websocket both announce new bubbles; keep the first copy —
+  // unless it still shows a reply waiting that the later copy shows started (its "streaming"
+  // push may have come before either copy, with no bubble to land on).
   // A windowed page leaves new ones to its "later messages" loads (they come in order).
   document.addEventListener("htmx:oobBeforeSwap", function (evt) {
     const target = evt.detail.target;
     if (!target || target.id !== "transcript") return;
     if (windowed()) { evt.detail.shouldSwap = false; return; }
     evt.detail.fragment.querySelectorAll("article.msg[id]").forEach(function (el) {
-      if (document.getElementById(el.id)) el.remove();
+      const there = document.getElementById(el.id);
+      if (!there) return;
+      if (there.dataset.status === "queued" && el.dataset.status === "streaming" &&
+          !there.querySelector(".msg-body")?.textContent.trim()) {
+        el.removeAttribute("hx-swap-oob");
+        there.replaceWith(el);
+        htmx.process(el);
+      } else {
+        el.remove();
+      }
     });
   });
 

@@ -203,6 +203,8 @@ def test_settings_apply_on_next_turn_during_a_stream(chat, slow_demo, emulated_a
 
 
 def test_settings_applied_now_restart_the_stream_and_keep_the_old_text(chat, slow_demo):
+    # Still streaming after the settings dialog's five steps, however busy the machine is.
+    slow_demo.PARLEY_DEMO_TOKENS_PER_SECOND = 20
     send(chat, "Tell me about the harbour")
     reply = bubble(chat, "assistant")
     expect(reply).to_have_attribute("data-status", "streaming", timeout=10_000)

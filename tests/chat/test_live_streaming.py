@@ -331,3 +331,15 @@ async def test_a_frame_for_a_tab_that_has_just_closed_is_dropped_quietly(caplog)
     with caplog.at_level("DEBUG", logger="apps.chat.live.consumers"):
         await consumer.send(text_data="<div>late</div>")
     assert [r.levelname for r in caplog.records] == ["DEBUG"]
+
+
+def test_bubbles_announced_after_a_worker_claimed_a_reply_show_it_started(alice, alice_thread):
+    """The announcer renders a turn's bubbles after the commit; a worker that claimed a reply
+    meanwhile has already pushed its "streaming" state, to tabs that had no bubble to apply it
+    to. The announced bubble shows the reply as it is then, not as it was posted."""
+    posted = message_post(thread=alice_thread, author=alice, text="@assistant hello")
+    (reply,) = posted.replies
+    Message.objects.filter(pk=reply.pk).update(status=MessageStatus.STREAMING)
+    assert reply.status == MessageStatus.QUEUED  # the object the post announces from
+    (fragment,) = events.bubble_fragments(events.with_current_status([reply]))
+    assert 'data-status="streaming"' in fragment

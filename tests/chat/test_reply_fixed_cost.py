@@ -91,13 +91,14 @@ PHASES = (
 #   threads' usage (one grouped query each), the strip's last turn and recent replies, the
 #   room's people and their unread threads — and the price table, read four times (left: a
 #   fraction of a millisecond each).
-# - pushes announced: the turn's bubble and its end, rendered once for every tab of the room.
+# - pushes announced: the turn's bubbles (with the replies' status as it is by then: a worker
+#   may have claimed one) and its end, rendered once for every tab of the room.
 BUDGET = {
     "composer POST": 20,
     "worker claim and start": 14,
     "settle": 17,
     "counts push": 14,
-    "pushes announced": 10,
+    "pushes announced": 11,
 }
 
 

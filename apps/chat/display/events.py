@@ -35,7 +35,7 @@ from apps.chat.display.bubbles import (
     render_unread_badge,
 )
 from apps.chat.display.rooms import render_digest
-from apps.chat.models import Message, Session, Thread, Turn
+from apps.chat.models import Message, MessageStatus, Session, Thread, Turn
 from apps.chat.reading import threads_unread
 from apps.chat.usage import session_and_threads_usage, threads_figures
 from apps.roles.models import Role
@@ -150,7 +150,7 @@ def publish_messages_added_on_commit(
                 thread_group(thread.public_id),
                 {
                     "type": "chat.append",
-                    "fragments": bubble_fragments(messages, roles=roles),
+                    "fragments": bubble_fragments(with_current_status(messages), roles=roles),
                     "messages": [str(message.public_id) for message in messages],
                     "seqs": [message.seq for message in messages],
                     **audience_of(messages[0] if messages else None),
@@ -158,6 +158,22 @@ def publish_messages_added_on_commit(
             )
         ]
     )
+
+
+def with_current_status(messages: list[Message]) -> list[Message]:
+    """The announcer renders after the commit, when a worker may already have claimed a reply
+    and pushed its "streaming" state — to tabs that had no bubble yet to apply it to. So the
+    waiting replies are shown as they are now, not as they were posted."""
+    waiting = [message for message in messages if message.status == MessageStatus.QUEUED]
+    if waiting:
+        now = dict(
+            Message.objects.filter(pk__in=[message.pk for message in waiting]).values_list(
+                "pk", "status"
+            )
+        )
+        for message in waiting:
+            message.status = now.get(message.pk, message.status)
+    return messages
 
 
 def audience_of(message: Message | None) -> dict:
