@@ -121,11 +121,15 @@ def _base_env() -> dict[str, str]:
 
 def _reason(exc: BaseException, spec: ServerSpec) -> str:
     if _timed_out(exc):
-        return f"it did not answer within {spec.timeout:g} s"
+        return _timeout_reason(spec)
     if isinstance(exc, BaseExceptionGroup):
         return "; ".join(dict.fromkeys(_reason(inner, spec) for inner in exc.exceptions))
     text = str(exc).strip() or type(exc).__name__
     return text.splitlines()[0][:300].rstrip(".")
+
+
+def _timeout_reason(spec: ServerSpec) -> str:
+    return f"it did not answer within {spec.timeout:g} s"
 
 
 def _timed_out(exc: BaseException | None, seen: set[int] | None = None) -> bool:
@@ -191,9 +195,12 @@ async def _guarded(spec: ServerSpec, work):
             return outcome[0]
         # A call that failed after its whole timeout did not answer within it, whatever the
         # SDK raised on the way out (under load, a cancelled scope with no timeout in sight).
-        timed_out = _timed_out(exc) or time.monotonic() - started >= spec.timeout
-        cause = exc if timed_out else _cause(exc)
-        if connected and not timed_out and _connection_lost(cause):
+        if _timed_out(exc) or time.monotonic() - started >= spec.timeout:
+            raise McpUnavailable(
+                f"The MCP server {spec.name!r} is unavailable: {_timeout_reason(spec)}."
+            ) from exc
+        cause = _cause(exc)
+        if connected and _connection_lost(cause):
             raise McpUnavailable(
                 f"The MCP server {spec.name!r} went away during the call ({_reason(cause, spec)})."
             ) from exc

@@ -15,6 +15,7 @@ from apps.connectors.client import (
     McpUnavailable,
     ServerSpec,
     _cause,
+    _guarded,
     _reason,
     call_tool,
     list_tools,
@@ -74,6 +75,19 @@ def test_a_timeout_hidden_behind_the_sdks_teardown_is_still_said_as_one(stdio_sp
     quick = dataclasses.replace(stdio_spec, timeout=1)
     assert _reason(failure, quick) == "it did not answer within 1 s"
     assert _reason(_cause(broken), quick) == "it did not answer within 1 s"
+
+
+async def test_a_call_that_fails_after_its_whole_timeout_is_said_as_a_timeout(stdio_spec):
+    """Under load the SDK can end a timed-out call with only its teardown's errors (a broken
+    stream in a group, no timeout in sight): after the whole timeout, that is a timeout."""
+    quick = dataclasses.replace(stdio_spec, timeout=1)
+
+    async def fails_late(session):
+        await asyncio.sleep(1.05)
+        raise BaseExceptionGroup("unhandled errors in a TaskGroup", [anyio.BrokenResourceError()])
+
+    with pytest.raises(McpUnavailable, match=r"unavailable: it did not answer within 1 s\.$"):
+        await _guarded(quick, fails_late)
 
 
 async def test_streamable_http_lists_and_calls(mcp_http):
