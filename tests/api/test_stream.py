@@ -158,9 +158,8 @@ def test_the_streamed_text_adds_up_to_the_stored_reply_exactly(
     client that only adds deltas holds exactly the stored text."""
     from apps.providers.emulator import Script
 
-    emulator.script(
-        Script(text="The harbour at dawn, then the gulls.  \n\n ", tokens_per_second=80)
-    )
+    said = "The harbour at dawn, then the gulls. " * 3  # over a second: several deltas
+    emulator.script(Script(text=said + " \n\n ", tokens_per_second=25))
     raw = token_create(user=alice, name="sse", scope="read")[1]
     url = f"{asgi_server.url}/api/v1/threads/{anthropic_thread.public_id}/events"
     with (
@@ -174,5 +173,5 @@ def test_the_streamed_text_adds_up_to_the_stored_reply_exactly(
         for kind, data, _ in events(lines, until=lambda k, d: reader.done is not None):
             reader.take(kind, data)
     (settled,) = wait_settled(posted.replies)
-    assert settled.text == "The harbour at dawn, then the gulls."
+    assert settled.text == said.rstrip()
     assert reader.deltas > 1 and reader.text == settled.text
