@@ -107,7 +107,7 @@ class Topology:
             ],
         )
         child.port = port
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + 60  # as for a worker: four suites' load slows a start
         while True:
             try:
                 import urllib.request
