@@ -338,8 +338,8 @@ def test_bubbles_announced_after_a_worker_claimed_a_reply_show_it_started(alice,
     meanwhile has already pushed its "streaming" state, to tabs that had no bubble to apply it
     to. The announced bubble shows the reply as it is then, not as it was posted."""
     posted = message_post(thread=alice_thread, author=alice, text="@assistant hello")
-    (reply,) = posted.replies
-    Message.objects.filter(pk=reply.pk).update(status=MessageStatus.STREAMING)
-    assert reply.status == MessageStatus.QUEUED  # the object the post announces from
+    reply = Message.objects.get(pk=posted.replies[0].pk)
+    reply.status = MessageStatus.QUEUED  # the object the post announces from, as posted
+    Message.objects.filter(pk=reply.pk).update(status=MessageStatus.STREAMING)  # claimed
     (fragment,) = events.bubble_fragments(events.with_current_status([reply]))
     assert 'data-status="streaming"' in fragment
