@@ -272,7 +272,7 @@ class ReplyRun:
 
     async def release_siblings(self) -> None:
         # After the first text is out: starting the siblings holds the GIL for milliseconds.
-        await self.hub.flush(self.live)
+        await self.hub.flush_first(self.live)
         await in_db_thread(orchestration.turn_release)(message_id=self.message.pk)
 
     async def stream(self) -> tuple[str, str, bool] | None:

@@ -217,7 +217,7 @@ class StreamHub:
     def text_arrived(self, live: LiveReply, *, first: bool) -> None:
         """The first text of a reply goes out at once; the rest waits for the tick."""
         if first:
-            self.run_errand(self.flush(live), "publish the first text of a reply")
+            self.run_errand(self.flush_first(live), "publish the first text of a reply")
 
     def run_errand(self, coroutine: Coroutine[Any, Any, None], what: str) -> None:
         """A task the loop must not lose: the event loop keeps only weak references to tasks,
@@ -236,6 +236,13 @@ class StreamHub:
         """Publish what this reply has not published yet (after any publish in progress)."""
         async with live.publishing:
             await self._publish([live])
+
+    async def flush_first(self, live: LiveReply) -> None:
+        """Publish the reply's first text unless it is out already: what arrives after it waits
+        for the tick, even when this runs late on a busy loop."""
+        async with live.publishing:
+            if not live.published:
+                await self._publish([live])
 
     async def flush_locked(self, live: LiveReply) -> None:
         """`flush` for a caller that already holds the reply's `publishing` lock."""
