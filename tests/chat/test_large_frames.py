@@ -111,9 +111,7 @@ async def test_the_first_text_goes_out_at_once_not_on_the_next_tick(
     assert "".join(deltas).rstrip() == final.text
 
 
-def test_a_first_text_errand_that_runs_late_publishes_the_first_text_alone(
-    alice, alice_thread
-):
+def test_a_first_text_errand_that_runs_late_publishes_the_first_text_alone(alice, alice_thread):
     """On a busy loop the first-text errand and the errand that releases the stage's siblings
     both run after more text arrived: the first text still goes out alone, the rest waits for
     the tick (it used to go out as a second delta at once)."""
