@@ -56,12 +56,14 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "channels",
     "django_htmx",
+    "django.contrib.humanize",
     "apps.accounts",
     "apps.providers",
     "apps.roles",
     "apps.workspace",
     "apps.connectors",
     "apps.chat",
+    "apps.imports",
     "apps.api",
     "ninja",  # its API docs page with the bundled Swagger UI (no CDN)
 ]
@@ -228,6 +230,8 @@ PARLEY_RECOVERY_INTERVAL_SECONDS = env_int("PARLEY_RECOVERY_INTERVAL_SECONDS", 1
 # A reply taken over this many times (its worker died each time) ends as an error instead.
 PARLEY_MAX_REPLY_ATTEMPTS = env_int("PARLEY_MAX_REPLY_ATTEMPTS", 3, minimum=1)
 PARLEY_MAX_MESSAGE_CHARS = env_int("PARLEY_MAX_MESSAGE_CHARS", 100_000, minimum=100)
+# Imports (ChatGPT, Claude, Open WebUI, LibreChat, Parley exports): the largest file taken.
+PARLEY_IMPORT_MAX_BYTES = env_int("PARLEY_IMPORT_MAX_BYTES", 2 * 1024**3, minimum=1024)
 # Demo provider pacing: about 300 ms to the first token and 40 tokens per second.
 PARLEY_DEMO_FIRST_TOKEN_MS = env_int("PARLEY_DEMO_FIRST_TOKEN_MS", 300, minimum=0)
 PARLEY_DEMO_TOKENS_PER_SECOND = env_int("PARLEY_DEMO_TOKENS_PER_SECOND", 40, minimum=1)

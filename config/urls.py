@@ -10,6 +10,8 @@ urlpatterns = [
     path("", include("apps.accounts.urls")),
     path("", include("apps.providers.urls")),
     path("", include("apps.connectors.urls")),
+    path("", include("apps.imports.urls")),
+    path("", include("apps.roles.urls")),
     path("", include("apps.chat.web.urls")),
 ]
 

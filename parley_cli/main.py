@@ -1,4 +1,4 @@
-"""The `parley` command: `parley chat`, `parley ask`, `parley login`."""
+"""The `parley` command: `parley chat`, `parley ask`, `parley import`, `parley login`."""
 
 from __future__ import annotations
 
@@ -27,6 +27,16 @@ def _parser() -> argparse.ArgumentParser:
     )  # fmt: skip
     ask.add_argument("--json", action="store_true", help="the replies as JSON")
     ask.add_argument("--timeout", type=float, default=600, help="seconds to wait (600)")
+    imports = commands.add_parser(
+        "import",
+        help="import conversations: a ChatGPT, Claude, Open WebUI, LibreChat or Parley export",
+    )
+    imports.add_argument("file", type=Path)
+    imports.add_argument("--yes", action="store_true", help="import without asking")
+    imports.add_argument(
+        "--role", action="append", default=[], metavar="NAME=HANDLE",
+        help="the role a model's replies go to (a handle, or new); repeat for each",
+    )  # fmt: skip
     login = commands.add_parser("login", help="save the server's address and your token")
     login.add_argument("--url", required=True, help="e.g. http://localhost:8000")
     login.add_argument("--token", required=True, help="pat_… (account menu → API tokens)")
@@ -46,6 +56,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     if args.command == "ask":
         return asyncio.run(_ask(settings, args))
+    if args.command == "import":
+        return asyncio.run(_import(settings, args))
     from parley_cli.tui import ParleyChat
 
     app = ParleyChat(Api(settings), session=args.session, thread=args.thread)
@@ -74,6 +86,21 @@ async def _ask(settings: config.Config, args) -> int:
     finally:
         await api.close()
     return print_replies(replies, as_json=args.json)
+
+
+async def _import(settings: config.Config, args) -> int:
+    from parley_cli.importing import run_import
+
+    roles = dict(pick.split("=", 1) for pick in args.role if "=" in pick)
+    api = Api(settings)
+    try:
+        return await run_import(api, args.file, roles=roles, yes=args.yes)
+    except ApiError as exc:
+        where = f" ({exc.field})" if exc.field else ""
+        print(f"Parley refused{where}: {exc.detail}", file=sys.stderr)
+        return 2
+    finally:
+        await api.close()
 
 
 if __name__ == "__main__":

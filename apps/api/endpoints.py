@@ -9,11 +9,11 @@ from uuid import UUID
 from django.core.exceptions import ValidationError
 from django.db.models import QuerySet, prefetch_related_objects
 from ninja import Field, File, Query, Router, Schema, UploadedFile
-from ninja.errors import HttpError
 from ninja.responses import Status
 
 from apps.api.auth import require_post_scope
 from apps.api.schemas import (
+    ERRORS,
     Accepted,
     AttachmentOut,
     CommandOut,
@@ -23,6 +23,7 @@ from apps.api.schemas import (
     PostIn,
     PostOut,
     QueuedOut,
+    Refused,
     RoleOut,
     RoundsOut,
     SessionDetail,
@@ -48,19 +49,9 @@ from apps.chat.selectors import (
     threads_for_user,
 )
 from apps.roles.models import Role
-from apps.roles.selectors import roles_by_handle
-
-
-class Refused(HttpError):
-    """An HTTP error about one field of the request (the error contract's `field`)."""
-
-    def __init__(self, status_code: int, message: str, field: str | None = None) -> None:
-        super().__init__(status_code, message)
-        self.field = field
-
+from apps.roles.selectors import roles_by_handle, roles_offered
 
 router = Router()
-ERRORS = {400: Error, 401: Error, 403: Error, 404: Error, 409: Error, 413: Error, 429: Error}
 PAGE_LIMIT = 200
 STAGES: dict[int, str] = {
     Stage.PARALLEL: "parallel",
@@ -189,7 +180,7 @@ def create_session(request, body: SessionIn):
     roles = None
     if body.roles:
         handles = {handle.lstrip("@") for handle in body.roles}
-        found = roles_by_handle(handles)
+        found = {r.handle: r for r in roles_offered(request.user).filter(handle__in=handles)}
         unknown = sorted(handles - set(found))
         if unknown:
             raise Refused(404, f"No role {', '.join('@' + h for h in unknown)}.", "roles")

@@ -3,15 +3,27 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated
+from typing import Annotated, Any
 from uuid import UUID
 
 from ninja import Field, Schema
+from ninja.errors import HttpError
 
 
 class Error(Schema):
     detail: str
     field: str | None = None
+
+
+ERRORS = {400: Error, 401: Error, 403: Error, 404: Error, 409: Error, 413: Error, 429: Error}
+
+
+class Refused(HttpError):
+    """An HTTP error about one field of the request (the error contract's `field`)."""
+
+    def __init__(self, status_code: int, message: str, field: str | None = None) -> None:
+        super().__init__(status_code, message)
+        self.field = field
 
 
 class SessionOut(Schema):
@@ -142,3 +154,30 @@ class PostOut(Schema):
 
 class Accepted(Schema):
     ok: bool = True
+
+
+class ImportOut(Schema):
+    id: UUID
+    name: str
+    status: str = Field(description="reading, ready, importing, done, cancelled or failed")
+    done: int = Field(description="Conversations read (while reading) or imported so far")
+    total: int = Field(description="Conversations to import, once the file is read")
+    preview: dict[str, Any] = Field(
+        description="What importing makes: counts, formats, voices (each to become a role), "
+        "what is skipped and why, broken conversations, the first conversations by title"
+    )
+    roles: dict[str, str] = Field(description="Each voice's role: a handle, or `new`")
+    report: dict[str, Any] = Field(
+        description="What importing made: sessions, conversations already imported, broken ones"
+    )
+    error: str
+    created_at: datetime
+    finished_at: datetime | None
+
+
+class ImportStartIn(Schema):
+    roles: dict[str, str] = Field(
+        default_factory=dict,
+        description="For each voice of the preview, the handle of a role you may use, or `new` "
+        "(a new role of yours named after it); a voice left out gets what the preview suggests",
+    )

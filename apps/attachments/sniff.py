@@ -238,3 +238,19 @@ def pixel_facts(data: bytes) -> str:
         f"a {shape} {tone} picture, {width} by {height} pixels, mostly "
         f"{', '.join(colours) or 'many colours'}"
     )
+
+
+AVATAR_EDGE = 512
+
+
+def avatar(data: bytes, name: str) -> Sniffed:
+    """A picture to show as a role's avatar: any image `sniff` takes, re-encoded the same way,
+    then shrunk to at most AVATAR_EDGE pixels a side and kept as PNG."""
+    kept = sniff(data, name)
+    if kept.kind != "image":
+        raise Refused(f"“{name}” is not an image: an avatar is a PNG, JPEG, WebP or GIF.")
+    with Image.open(io.BytesIO(kept.data)) as picture:
+        picture.thumbnail((AVATAR_EDGE, AVATAR_EDGE), Image.Resampling.LANCZOS)
+        out = io.BytesIO()
+        picture.save(out, format="PNG")
+        return Sniffed("image", "image/png", out.getvalue(), picture.width, picture.height)

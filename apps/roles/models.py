@@ -1,3 +1,4 @@
+from django.conf import settings
 from django.core.validators import RegexValidator
 from django.db import models
 
@@ -33,6 +34,19 @@ class Role(models.Model):
         max_length=120, blank=True, help_text="Used in every session that sets no model for it."
     )
     pack = models.SlugField(max_length=60, blank=True, help_text="The role pack it came from.")
+    # Empty: one of everyone's roles (packs, the admin). Set: a person's own (an imported
+    # character card, a role made for an imported chat's model), offered to them alone.
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.CASCADE,
+        related_name="+", help_text="Empty: everyone's. Set: offered to this person only.",
+    )  # fmt: skip
+    avatar = models.FileField(max_length=255, blank=True, help_text="A re-encoded PNG.")
+    notes = models.TextField(
+        blank=True, help_text="For people, never sent to a model (a card's creator notes)."
+    )
+    # What a character card holds that Parley has no field for (greetings, tags, its creator,
+    # version, extensions), kept so the role exports as the card it came from.
+    card = models.JSONField(default=dict, blank=True)
 
     class Meta:
         ordering = ["sort_order", "handle"]

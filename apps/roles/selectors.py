@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from django.conf import settings
+from django.db.models import Q, QuerySet
 
 from apps.roles.models import Role, RoleGroup
 
@@ -29,3 +30,17 @@ def group_members() -> dict[str, list[str]]:
     for group in RoleGroup.objects.prefetch_related("members"):
         groups[group.handle] = [role.handle for role in group.members.all()]
     return groups
+
+
+def roles_offered(user, *, also: QuerySet | list[int] | None = None) -> QuerySet[Role]:
+    """The roles `user` may add to a session: everyone's, and their own (`also`: roles a
+    session has already, which may be another person's own)."""
+    offered = Q(owner__isnull=True) | Q(owner_id=user.pk)
+    if also is not None:
+        offered |= Q(pk__in=also)
+    return Role.objects.filter(offered)
+
+
+def imported_voice_role(user, voice: str) -> Role | None:
+    """The role an earlier import made for `voice` (a model's name, a Parley role's handle)."""
+    return Role.objects.filter(owner_id=user.pk, card__imported_voice=voice).first()

@@ -2,11 +2,30 @@
 
 from __future__ import annotations
 
-from django.db import transaction
+import colorsys
+import hashlib
+import re
+from dataclasses import dataclass, field
 
+from django.core.exceptions import ValidationError
+from django.core.files.base import ContentFile
+from django.core.files.storage import default_storage
+from django.db import transaction
+from django.utils.text import slugify
+
+from apps.roles.cards import Card, CardError, read_card
 from apps.roles.defaults import ASSISTANT
 from apps.roles.models import Role, RoleGroup
-from apps.roles.role_packs import PackReport, apply_pack, pack_path, read_pack
+from apps.roles.role_packs import (
+    RESERVED_HANDLES,
+    PackReport,
+    apply_pack,
+    pack_path,
+    read_pack,
+)
+from apps.roles.selectors import imported_voice_role
+
+MAX_CARDS_AT_ONCE = 200
 
 
 def role_ensure_default() -> Role:
@@ -29,3 +48,95 @@ def role_pack_load(name_or_path: str) -> PackReport:
 def role_pack_apply(data: dict) -> PackReport:
     with transaction.atomic():
         return apply_pack(data, Role=Role, RoleGroup=RoleGroup)
+
+
+def free_handle(wanted: str) -> str:
+    """A valid handle from any name ("GPT-4o" → "gpt-4o"), numbered when taken ("gpt-4o-2")."""
+    base = re.sub(r"[^a-z0-9_-]+", "-", wanted.lower()).strip("-_")[:34] or "role"
+    if not base[0].isalpha():
+        base = ("r-" + base)[:34]
+    if base in RESERVED_HANDLES:
+        base += "-role"
+    taken = set(
+        Role.objects.filter(handle__startswith=base).values_list("handle", flat=True)
+    ) | set(RoleGroup.objects.filter(handle__startswith=base).values_list("handle", flat=True))
+    if base not in taken:
+        return base
+    return next(f"{base}-{n}" for n in range(2, 10_000) if f"{base}-{n}" not in taken)
+
+
+def colour_for(name: str) -> str:
+    """A steady, readable colour for a name (the same name, the same colour)."""
+    hue = int(hashlib.sha256(name.encode()).hexdigest()[:4], 16) % 360
+    red, green, blue = colorsys.hls_to_rgb(hue / 360, 0.42, 0.55)
+    return "#{:02x}{:02x}{:02x}".format(*(round(c * 255) for c in (red, green, blue)))
+
+
+def role_for_imported_voice(*, owner, voice: str, source: str) -> Role:
+    """The owner's role for a voice of an imported chat (a model, a Parley role): the one an
+    earlier import made, else a new one named after it."""
+    existing = imported_voice_role(owner, voice)
+    if existing is not None:
+        return existing
+    return Role.objects.create(
+        owner=owner,
+        handle=free_handle(voice),
+        display_name=voice[:80] or "Imported assistant",
+        description=f"Answered as {voice} in {source}."[:200],
+        colour=colour_for(voice),
+        card={"imported_voice": voice},
+    )
+
+
+def role_from_card(*, owner, card: Card, pack: str = "") -> Role:
+    """A role of `owner`'s from a character card: its name and handle, the persona built from
+    the card, its picture as the avatar, the creator's notes kept for people."""
+    avatar_path = ""
+    if card.picture:
+        digest = hashlib.sha256(card.picture).hexdigest()
+        avatar_path = f"avatars/{digest}.png"
+        if not default_storage.exists(avatar_path):
+            default_storage.save(avatar_path, ContentFile(card.picture))
+    return Role.objects.create(
+        owner=owner,
+        handle=free_handle(card.name),
+        display_name=card.name,
+        description=card.description,
+        persona=card.persona,
+        notes=card.notes,
+        colour=card.colour or colour_for(card.name),
+        icon=card.icon or (card.name[:1].upper() if card.name[:1].isalpha() else "✦"),
+        avatar=avatar_path,
+        pack=pack,
+        card={"character": card.kept},
+    )
+
+
+def roles_from_cards(*, owner, files: list[tuple[str, bytes]], pack: str = "") -> CardsReport:
+    """Every card of a folder (or a handful of files) as roles; a file that is not a card is
+    reported by name and the others are still made. With `pack`, they form a role pack."""
+    if len(files) > MAX_CARDS_AT_ONCE:
+        raise ValidationError(f"At most {MAX_CARDS_AT_ONCE} cards at once.")
+    slug = slugify(pack)[:60]
+    report = CardsReport()
+    for name, data in files:
+        try:
+            card = read_card(data, name)
+        except CardError as exc:
+            report.refused.append(str(exc))
+            continue
+        report.made.append(role_from_card(owner=owner, card=card, pack=slug))
+    return report
+
+
+@dataclass
+class CardsReport:
+    made: list[Role] = field(default_factory=list)
+    refused: list[str] = field(default_factory=list)
+
+
+def role_delete(*, role: Role, by) -> None:
+    """A person deletes a role of their own (everyone's roles are the admin's to change)."""
+    if role.owner_id != by.pk:
+        raise ValidationError("Only your own roles can be deleted here.")
+    role.delete()

@@ -1,6 +1,7 @@
 """The chat app's tables: the conversation (sessions, threads, messages, turns), versioned
-persona and memory, and the shared room's models. Each module imports only the ones below it
-(`conversation` ← `attachments`, `context`, `rooms`); this package re-exports them all."""
+persona and memory, the shared room's models and shared links. Each module imports only the
+ones below it (`conversation` ← `attachments`, `context`, `rooms`, `sharing`); this package
+re-exports them all."""
 
 from apps.chat.models.attachments import Attachment, AttachmentKind
 from apps.chat.models.context import ContextKind, ContextVersion
@@ -39,6 +40,7 @@ from apps.chat.models.rooms import (
     RoomInvite,
     RoomRole,
 )
+from apps.chat.models.sharing import SharedLink
 
 __all__ = [
     "IN_FLIGHT",
@@ -63,6 +65,7 @@ __all__ = [
     "RoomRole",
     "Session",
     "SessionRole",
+    "SharedLink",
     "Stage",
     "Thread",
     "ThreadSummary",

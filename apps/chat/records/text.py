@@ -3,21 +3,15 @@ every text passes before it is saved."""
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
 
-# NUL and lone surrogates: PostgreSQL stores neither in text or JSON (a paired surrogate is one
-# code point above U+FFFF in a Python string, so anything in this range is unpaired).
-UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
-REPLACEMENT = "\ufffd"
-
-
-def storable(text: str) -> str:
-    """The text with every character no database can store replaced by U+FFFD."""
-    return UNSTORABLE.sub(REPLACEMENT, text) if UNSTORABLE.search(text) else text
+# The storage boundary lives below the apps that share it; the chat app reaches it from here.
+from apps.attachments.text import REPLACEMENT as REPLACEMENT
+from apps.attachments.text import UNSTORABLE as UNSTORABLE
+from apps.attachments.text import storable as storable
 
 
 def storable_parts(value: Any) -> Any:

@@ -100,7 +100,7 @@ class SessionCreateForm(SessionSetupForm):
         required=False, widget=forms.CheckboxSelectMultiple, label="Tools"
     )
 
-    def __init__(self, *args, servers=None, **kwargs):
+    def __init__(self, *args, roles, servers=None, **kwargs):
         self.tool_choices = [
             (name, f"{name}{' (write)' if TOOLS[name].writes else ''}") for name in tool_names()
         ]
@@ -110,6 +110,7 @@ class SessionCreateForm(SessionSetupForm):
              "tools": [name for name, _ in self.tool_choices]},
         )  # fmt: skip
         super().__init__(*args, **kwargs)
+        cast(forms.ModelMultipleChoiceField, self.fields["roles"]).queryset = roles
         field = cast(forms.ModelMultipleChoiceField, self.fields["mcp_servers"])
         field.queryset = servers if servers is not None else McpServer.objects.none()
         cast(forms.ChoiceField, self.fields["tools"]).choices = self.tool_choices
@@ -181,7 +182,7 @@ class SessionSettingsForm(SessionSetupForm):
         queryset=Role.objects.all(), widget=forms.CheckboxSelectMultiple, label="Roles"
     )
 
-    def __init__(self, *args, session, credentials, personas=None, servers=None, **kwargs):
+    def __init__(self, *args, session, roles, credentials, personas=None, servers=None, **kwargs):
         links = {link.role_id: link for link in session.session_roles.all()}
         servers = servers if servers is not None else McpServer.objects.none()
         # Built-in tools, then every tool of the servers this user may pick, by name.
@@ -220,7 +221,8 @@ class SessionSettingsForm(SessionSetupForm):
         cast(forms.ChoiceField, self.fields["tools"]).choices = self.tool_choices
         self.role_rows = []
         order = [handle for handle in session.round_order if isinstance(handle, str)]
-        for position, role in enumerate(Role.objects.all(), start=len(order) + 1):
+        cast(forms.ModelMultipleChoiceField, self.fields["roles"]).queryset = roles
+        for position, role in enumerate(roles, start=len(order) + 1):
             link = links.get(role.pk)
             self.fields[f"order_{role.pk}"] = forms.IntegerField(
                 min_value=1,

@@ -5,6 +5,7 @@ from apps.chat.web import (
     context_views,
     files_views,
     rooms_views,
+    sharing_views,
     turn_views,
     views,
 )
@@ -62,6 +63,27 @@ urlpatterns = [
         "s/<uuid:session>/room/people/<int:person>/remove/",
         rooms_views.room_remove,
         name="room_remove",
+    ),
+    path("t/<uuid:thread>/share/", sharing_views.thread_share, name="thread_share"),
+    path("account/shared/", sharing_views.share_list, name="share_list"),
+    path(
+        "account/shared/<uuid:link>/revoke/", sharing_views.share_revoke_view, name="share_revoke"
+    ),
+    path("shared/<str:token>/", sharing_views.shared_thread, name="shared_thread"),
+    path(
+        "shared/<str:token>/transcript/",
+        sharing_views.shared_transcript,
+        name="shared_transcript",
+    ),
+    path(
+        "shared/<str:token>/a/<uuid:attachment>/",
+        sharing_views.shared_attachment_view,
+        name="shared_attachment",
+    ),
+    path(
+        "shared/<str:token>/avatar/<str:handle>.png",
+        sharing_views.shared_avatar,
+        name="shared_avatar",
     ),
     path("join/", rooms_views.room_join_pending, name="room_join_pending"),
     path("join/<str:token>/", rooms_views.room_join, name="room_join"),

@@ -54,11 +54,13 @@ from apps.chat.web.lookup import message_for, own_message_for, session_for, thre
 from apps.chat.web.rooms_views import room_context
 from apps.connectors.selectors import servers_for_user
 from apps.providers.selectors import credentials_for_user
+from apps.roles.selectors import roles_offered
 
 
 def _create_form(request, data=None) -> SessionCreateForm:
     return SessionCreateForm(
         data,
+        roles=roles_offered(request.user),
         credentials=credentials_for_user(user=request.user),
         personas=personas_for_user(user=request.user),
         servers=servers_for_user(user=request.user),
@@ -144,6 +146,10 @@ def _settings_form(request, session, data=None):
     return SessionSettingsForm(
         data,
         session=session,
+        # The owner's choice, and whatever roles the session has already (another's own).
+        roles=roles_offered(
+            request.user, also=session.session_roles.values_list("role_id", flat=True)
+        ),
         credentials=credentials_for_user(user=request.user),
         personas=personas_for_user(user=request.user),
         servers=servers_for_user(user=request.user),

@@ -1,0 +1,225 @@
+"""An import's life: the file kept, read for the preview, imported as the person chose, with
+its progress counted as it goes and a cancel honoured between two conversations."""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from pathlib import Path
+from typing import Any
+
+from celery import current_app
+from django.conf import settings
+from django.core.exceptions import ValidationError
+from django.core.files.storage import default_storage
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+from kombu.exceptions import OperationalError
+from redis.exceptions import RedisError
+
+from apps.chat.models import USER_SPEAKER
+from apps.chat.records.imported import ImportedMessage, ImportedThread, session_import
+from apps.imports.layout import layout
+from apps.imports.models import ImportedConversation, ImportJob, ImportStatus
+from apps.imports.scanning import scan
+from apps.imports.sources.common import SourceConversation
+from apps.imports.sources.reading import LABELS, UnreadableFile, read_export
+from apps.roles.models import Role
+from apps.roles.selectors import roles_offered
+from apps.roles.services import role_for_imported_voice
+
+logger = logging.getLogger(__name__)
+
+NEW_ROLE = "new"
+PREVIEW_TASK = "apps.imports.tasks.preview_import"
+RUN_TASK = "apps.imports.tasks.run_import"
+
+
+def job_create(*, owner, name: str, upload) -> ImportJob:
+    """Keep the uploaded file and read it for the preview (in a worker: a big export takes a
+    while). `upload` is a Django File; it is copied to storage in chunks, never read whole."""
+    size = upload.size or 0
+    if size == 0:
+        raise ValidationError("That file is empty.")
+    limit = settings.PARLEY_IMPORT_MAX_BYTES
+    if size > limit:
+        raise ValidationError(
+            f"That file is {size / 1_048_576:,.0f} MB; imports are at most "
+            f"{limit / 1_048_576:,.0f} MB."
+        )
+    suffix = ".zip" if name.lower().endswith(".zip") else ".json"
+    stored = default_storage.save(f"imports/{uuid.uuid4().hex}{suffix}", upload)
+    job = ImportJob.objects.create(owner=owner, name=name[:255], size=size, file=stored)
+    _send(PREVIEW_TASK, job)
+    return job
+
+
+def job_preview(job: ImportJob) -> None:
+    """Read the file and keep what importing it would make (the worker's side of job_create)."""
+    imported = set(
+        ImportedConversation.objects.filter(owner=job.owner).values_list("key", flat=True)
+    )
+
+    def progress(position: int) -> None:
+        ImportJob.objects.filter(pk=job.pk).update(done=position)
+
+    try:
+        preview = scan(_path(job), imported=imported, progress=progress)
+    except UnreadableFile as exc:
+        _finish(job, ImportStatus.FAILED, error=str(exc))
+        return
+    if not preview["conversations"] and not preview["already"] and not preview["broken"]:
+        _finish(job, ImportStatus.FAILED, error="The file holds no conversations.")
+        return
+    suggested = {
+        voice["name"]: _suggested_role(job.owner, voice["name"]) for voice in preview["voices"]
+    }
+    ImportJob.objects.filter(pk=job.pk, status=ImportStatus.READING).update(
+        status=ImportStatus.READY, preview=preview, roles=suggested, done=0,
+        total=preview["conversations"],
+    )  # fmt: skip
+
+
+def _suggested_role(owner, voice: str) -> str:
+    existing = Role.objects.filter(owner_id=owner.pk, card__imported_voice=voice).first()
+    return existing.handle if existing else NEW_ROLE
+
+
+def job_start(*, job: ImportJob, roles: dict[str, str]) -> ImportJob:
+    """Import the previewed file, each voice's replies going to the role chosen for it: an
+    existing role the person may use, or NEW_ROLE (a role of theirs named after the voice)."""
+    if job.status != ImportStatus.READY:
+        raise ValidationError(f"This import is {job.get_status_display().lower()}, not ready.")
+    if not job.preview.get("conversations"):
+        raise ValidationError("Nothing new to import: every conversation in it is here already.")
+    offered = set(roles_offered(job.owner).values_list("handle", flat=True))
+    chosen = {}
+    for voice in (v["name"] for v in job.preview.get("voices", [])):
+        pick = roles.get(voice) or job.roles.get(voice) or NEW_ROLE
+        if pick != NEW_ROLE and pick not in offered:
+            raise ValidationError(f"There is no role @{pick} for the replies of {voice}.")
+        chosen[voice] = pick
+    updated = ImportJob.objects.filter(pk=job.pk, status=ImportStatus.READY).update(
+        status=ImportStatus.IMPORTING, roles=chosen, done=0
+    )
+    if not updated:
+        raise ValidationError("This import has already started.")
+    job.refresh_from_db()
+    _send(RUN_TASK, job)
+    return job
+
+
+def job_cancel(*, job: ImportJob) -> ImportJob:
+    """Stop an import: at once before it starts, else after the conversation being written
+    (what was imported stays; importing the file again picks up where it stopped)."""
+    if job.status == ImportStatus.IMPORTING:
+        ImportJob.objects.filter(pk=job.pk).update(cancel_requested=True)
+    elif job.status in (ImportStatus.READING, ImportStatus.READY):
+        _finish(job, ImportStatus.CANCELLED)
+    job.refresh_from_db()
+    return job
+
+
+def job_run(job: ImportJob) -> None:
+    """Write each conversation not imported before as a session (the worker's side of
+    job_start); a broken one is reported and the next one written."""
+    roles: dict[str, Role] = {}
+    report: dict[str, Any] = {"sessions": [], "already": 0, "broken": [], "problems": []}
+    done = 0
+    try:
+        for entry in read_export(_path(job)):
+            if ImportJob.objects.filter(pk=job.pk, cancel_requested=True).exists():
+                _finish(job, ImportStatus.CANCELLED, report=report)
+                return
+            if entry.conversation is None:
+                report["broken"].append({"position": entry.position, "title": entry.title,
+                                         "reason": entry.broken})  # fmt: skip
+                continue
+            made = _import_one(job, entry.conversation, entry.format, roles, report)
+            done += made
+            if made:
+                ImportJob.objects.filter(pk=job.pk).update(done=done, report=report)
+    except UnreadableFile as exc:
+        _finish(job, ImportStatus.DONE, report=report, error=str(exc))
+        return
+    _finish(job, ImportStatus.DONE, report=report)
+
+
+def _import_one(
+    job: ImportJob, found: SourceConversation, source: str, roles: dict[str, Role],
+    report: dict[str, Any],
+) -> int:  # fmt: skip
+    if ImportedConversation.objects.filter(owner=job.owner, key=found.key).exists():
+        report["already"] += 1
+        return 0
+    for voice in found.voices:
+        if voice not in roles:
+            roles[voice] = _role_for(job, voice, source)
+    planned = layout(found)
+    threads = [
+        ImportedThread(
+            messages=[
+                ImportedMessage(
+                    speaker=USER_SPEAKER if m.speaker == "user" else roles[m.speaks_as].handle,
+                    text=m.text,
+                    created_at=m.created_at,
+                    model=m.model,
+                    files=[(f.name, f.data) for f in m.files] if m.speaker == "user" else [],
+                )
+                for m in plan.messages
+            ],
+            parent=plan.parent,
+            fork_at=plan.fork_at,
+        )
+        for plan in planned.threads
+    ]
+    used = list({roles[v].pk: roles[v] for v in found.voices}.values())
+    try:
+        with transaction.atomic():
+            written = session_import(
+                owner=job.owner, name=found.title, roles=used or None, threads=threads,
+                created_at=found.created_at, updated_at=found.updated_at,
+            )  # fmt: skip
+            ImportedConversation.objects.create(
+                owner=job.owner, key=found.key, session=written.session, job=job
+            )
+    except IntegrityError:  # the same conversation, imported at this moment by another job
+        report["already"] += 1
+        return 0
+    report["sessions"].append({"id": str(written.session.public_id), "name": written.session.name,
+                               "messages": written.messages})  # fmt: skip
+    report["problems"].extend(f"{found.title}: {p}" for p in written.problems)
+    return 1
+
+
+def _role_for(job: ImportJob, voice: str, source: str) -> Role:
+    pick = job.roles.get(voice, NEW_ROLE)
+    if pick != NEW_ROLE:
+        role = roles_offered(job.owner).filter(handle=pick).first()
+        if role is not None:
+            return role
+    return role_for_imported_voice(owner=job.owner, voice=voice, source=LABELS.get(source, source))
+
+
+def _path(job: ImportJob) -> Path:
+    return Path(default_storage.path(job.file.name))
+
+
+def _finish(job: ImportJob, status: str, *, report: dict | None = None, error: str = "") -> None:
+    fields: dict[str, Any] = {"status": status, "finished_at": timezone.now(), "error": error}
+    if report is not None:
+        fields["report"] = report
+    ImportJob.objects.filter(pk=job.pk).update(**fields, file="")
+    if job.file.name:
+        default_storage.delete(job.file.name)
+
+
+def _send(task: str, job: ImportJob) -> None:
+    def send() -> None:
+        try:
+            current_app.send_task(task, args=[job.pk])
+        except (OperationalError, RedisError, OSError) as exc:
+            logger.warning("Could not hand import %s to the workers (%s)", job.pk, exc)
+            _finish(job, ImportStatus.FAILED, error="The workers could not be reached; try again.")
+
+    transaction.on_commit(send)

@@ -1,0 +1,1 @@
+"""Reading an export file, one conversation at a time, whatever made it."""

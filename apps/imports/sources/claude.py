@@ -1,0 +1,116 @@
+"""Claude's data export (claude.ai → Settings → Privacy → Export data): `conversations.json`,
+a list of conversations with their `chat_messages` in order (a newer export names each one's
+`parent_message_uuid`, so an edit or a retry is a branch). Files the person attached are kept as
+the text Claude read from them (`extracted_content`); the export holds no image bytes."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable
+from typing import Any
+
+from apps.imports.sources.common import (
+    BrokenConversation,
+    SourceConversation,
+    SourceFile,
+    SourceMessage,
+    clean_text,
+    clean_title,
+    in_tree_order,
+    timestamp,
+)
+
+FORMAT = "claude"
+LABEL = "Claude"
+MODEL = "Claude"  # the export does not say which model answered
+ROOT = "00000000-0000-4000-8000-000000000000"
+
+
+def looks_like(item: dict[str, Any]) -> bool:
+    return isinstance(item.get("chat_messages"), list)
+
+
+def conversation(
+    item: dict[str, Any], files: Callable[[str], SourceFile | None]
+) -> SourceConversation:
+    key = item.get("uuid")
+    if not isinstance(key, str) or not key:
+        raise BrokenConversation("it has no uuid")
+    skipped: Counter[str] = Counter()
+    messages: list[SourceMessage] = []
+    previous: str | None = None
+    for position, entry in enumerate(item.get("chat_messages") or []):
+        if not isinstance(entry, dict):
+            raise BrokenConversation(f"message {position + 1} is not an object")
+        sender = entry.get("sender")
+        if sender not in ("human", "assistant"):
+            skipped["messages from neither the person nor Claude"] += 1
+            continue
+        text = _text(entry, skipped)
+        attached = _attachments(entry, skipped)
+        own_key = str(entry.get("uuid") or f"{key}#{position}")
+        parent = entry.get("parent_message_uuid")
+        parent = parent if isinstance(parent, str) and parent != ROOT else None
+        if "parent_message_uuid" not in entry:
+            parent = previous  # an older export: one line of messages
+        previous = own_key
+        if not text.strip() and not attached:
+            skipped["empty messages"] += 1
+            continue
+        messages.append(
+            SourceMessage(
+                key=own_key,
+                parent=parent,
+                speaker="user" if sender == "human" else "assistant",
+                text=text,
+                created_at=timestamp(entry.get("created_at")),
+                model=MODEL if sender == "assistant" else "",
+                files=attached,
+            )
+        )
+    return SourceConversation(
+        key=f"{FORMAT}:{key}",
+        title=clean_title(item.get("name")),
+        messages=in_tree_order(messages),
+        current=messages[-1].key if messages else None,
+        created_at=timestamp(item.get("created_at")),
+        updated_at=timestamp(item.get("updated_at")),
+        skipped=skipped,
+    )
+
+
+def _text(entry: dict[str, Any], skipped: Counter[str]) -> str:
+    content = entry.get("content")
+    if isinstance(content, list) and content:
+        texts = []
+        for part in content:
+            if not isinstance(part, dict):
+                continue
+            if part.get("type") == "text" and isinstance(part.get("text"), str):
+                texts.append(part["text"])
+            elif part.get("type") == "thinking":
+                skipped["Claude's private reasoning"] += 1
+            elif part.get("type") in ("tool_use", "tool_result"):
+                skipped["tool calls and their results"] += 1
+        if texts:
+            return clean_text("\n\n".join(texts), skipped)
+    return clean_text(entry.get("text"), skipped)
+
+
+def _attachments(entry: dict[str, Any], skipped: Counter[str]) -> list[SourceFile]:
+    attached = []
+    for attachment in entry.get("attachments") or []:
+        if not isinstance(attachment, dict):
+            continue
+        extracted = attachment.get("extracted_content")
+        name = str(attachment.get("file_name") or "attachment.txt")
+        if isinstance(extracted, str) and extracted:
+            if "." not in name.rsplit("/", 1)[-1]:
+                name += ".txt"
+            attached.append(SourceFile(name=name, data=clean_text(extracted).encode()))
+        else:
+            skipped["attachments the export holds no content of"] += 1
+    files = [f for f in entry.get("files") or [] if isinstance(f, dict)]
+    if files:
+        skipped["images (Claude's export holds only their names)"] += len(files)
+    return attached

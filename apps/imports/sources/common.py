@@ -1,0 +1,162 @@
+"""What every source's conversation becomes before Parley writes it: a tree of messages, the
+branch the person last looked at, and what was left out and why. Pure data: no database."""
+
+from __future__ import annotations
+
+import hashlib
+from collections import Counter
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from apps.chat.records.text import storable
+
+MAX_TITLE_CHARS = 120
+# A message longer than this is cut (and said so): far above what a person pastes, well below
+# what would make one row a problem.
+MAX_MESSAGE_CHARS = 1_000_000
+MAX_MODEL_CHARS = 120
+MAX_ATTACHMENT_BYTES = 32 * 1024 * 1024
+
+
+class BrokenConversation(ValueError):
+    """One conversation cannot be read; the rest of the file still can."""
+
+
+@dataclass
+class SourceFile:
+    """An attachment the source kept: bytes (an image in the export) or extracted text."""
+
+    name: str
+    data: bytes
+
+
+@dataclass
+class SourceMessage:
+    key: str
+    parent: str | None
+    speaker: str  # "user" or "assistant"
+    text: str
+    created_at: datetime | None = None
+    model: str = ""
+    files: list[SourceFile] = field(default_factory=list)
+    # Who answered, as the source names them: a role's handle in Parley's export, else the
+    # model. Each voice goes to one role, chosen in the preview.
+    voice: str = ""
+
+    @property
+    def speaks_as(self) -> str:
+        return self.voice or self.model
+
+
+@dataclass
+class SourceConversation:
+    """One conversation: its messages in the order they were written (a parent before its
+    children) and the leaf the person last looked at (the main thread ends there)."""
+
+    key: str  # stable across exports of the same conversation: what makes a second import a no-op
+    title: str
+    messages: list[SourceMessage]
+    current: str | None = None
+    created_at: datetime | None = None
+    updated_at: datetime | None = None
+    skipped: Counter[str] = field(default_factory=Counter)  # why -> how many
+
+    @property
+    def voices(self) -> list[str]:
+        return sorted({m.speaks_as for m in self.messages if m.speaker == "assistant"})
+
+
+def clean_text(value: Any, skipped: Counter[str] | None = None) -> str:
+    text = storable(value if isinstance(value, str) else "")
+    if len(text) > MAX_MESSAGE_CHARS:
+        if skipped is not None:
+            skipped[f"text past {MAX_MESSAGE_CHARS:,} characters in a message (cut)"] += 1
+        text = text[:MAX_MESSAGE_CHARS]
+    return text
+
+
+def clean_title(value: Any) -> str:
+    title = " ".join(storable(value if isinstance(value, str) else "").split())
+    return title[:MAX_TITLE_CHARS] or "Imported chat"
+
+
+def clean_model(value: Any) -> str:
+    return " ".join(storable(value if isinstance(value, str) else "").split())[:MAX_MODEL_CHARS]
+
+
+def timestamp(value: Any) -> datetime | None:
+    """Seconds or milliseconds since the epoch, or an ISO 8601 string; None when neither."""
+    try:
+        if isinstance(value, bool):
+            return None
+        if isinstance(value, int | float) or hasattr(value, "as_integer_ratio"):
+            seconds = float(value)
+            if seconds > 1e11:  # milliseconds (or later than the year 5138)
+                seconds /= 1000
+            return datetime.fromtimestamp(seconds, tz=UTC)
+        if isinstance(value, str) and value:
+            moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
+            return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+    except (ValueError, OverflowError, OSError):
+        return None
+    return None
+
+
+def content_key(*parts: str) -> str:
+    """A key for a conversation its source gave no id: the same text makes the same key."""
+    digest = hashlib.sha256()
+    for part in parts:
+        digest.update(part.encode("utf-8", "replace"))
+        digest.update(b"\x00")
+    return "sha256:" + digest.hexdigest()[:40]
+
+
+def keep_kept(
+    nodes: list[tuple[str, str | None, SourceMessage | None]],
+) -> list[SourceMessage]:
+    """The kept messages of a source tree whose dropped nodes (tool output, hidden system
+    lines, empty roots) are None: each kept message's parent becomes its nearest kept ancestor.
+    `nodes` are (key, parent key, message or None), in any order."""
+    parent_of = {key: parent for key, parent, _ in nodes}
+    kept = {key: message for key, _, message in nodes if message is not None}
+
+    def nearest_kept(key: str | None) -> str | None:
+        seen = 0
+        while key is not None and key not in kept:
+            key = parent_of.get(key)
+            seen += 1
+            if seen > len(parent_of):  # a cycle in a hand-edited file
+                raise BrokenConversation("its messages' parents form a loop")
+        return key
+
+    for key, message in kept.items():
+        message.key, message.parent = key, nearest_kept(parent_of[key])
+    return in_tree_order(list(kept.values()))
+
+
+def in_tree_order(messages: list[SourceMessage]) -> list[SourceMessage]:
+    """Parents before children, siblings in the order they were written (then as listed)."""
+    by_key = {m.key: m for m in messages}
+    children: dict[str | None, list[SourceMessage]] = {}
+    for position, message in enumerate(messages):
+        parent = message.parent if message.parent in by_key else None
+        message.parent = parent
+        children.setdefault(parent, []).append(message)
+        message._position = position  # type: ignore[attr-defined]
+
+    def order(m: SourceMessage) -> tuple[float, int]:
+        when = m.created_at.timestamp() if m.created_at else float("inf")
+        return (when, m._position)  # type: ignore[attr-defined]
+
+    ordered: list[SourceMessage] = []
+    stack = sorted(children.get(None, []), key=order, reverse=True)
+    while stack:
+        message = stack.pop()
+        ordered.append(message)
+        stack.extend(sorted(children.get(message.key, []), key=order, reverse=True))
+    for message in messages:
+        del message._position  # type: ignore[attr-defined]
+    if len(ordered) < len(messages):
+        raise BrokenConversation("its messages' parents form a loop")
+    return ordered

@@ -1,0 +1,22 @@
+"""The worker's side of an import: reading the file for its preview, and importing it."""
+
+from __future__ import annotations
+
+from celery import shared_task
+
+from apps.imports import services
+from apps.imports.models import ImportJob, ImportStatus
+
+
+@shared_task(name=services.PREVIEW_TASK, ignore_result=True)
+def preview_import(job_pk: int) -> None:
+    job = ImportJob.objects.filter(pk=job_pk, status=ImportStatus.READING).first()
+    if job is not None:
+        services.job_preview(job)
+
+
+@shared_task(name=services.RUN_TASK, ignore_result=True)
+def run_import(job_pk: int) -> None:
+    job = ImportJob.objects.filter(pk=job_pk, status=ImportStatus.IMPORTING).first()
+    if job is not None:
+        services.job_run(job)

@@ -1,0 +1,161 @@
+"""Reading each product's export into a tree, and the tree into Parley's threads: no database."""
+
+from __future__ import annotations
+
+import json
+import zipfile
+
+import pytest
+
+from apps.imports.layout import layout
+from apps.imports.sources.common import MAX_MESSAGE_CHARS
+from apps.imports.sources.reading import UnreadableFile, read_export
+from tests.imports.exports import (
+    PNG_1PX,
+    chatgpt_trip,
+    chatgpt_with_image,
+    chatgpt_zip,
+    claude_conversation,
+    librechat_export,
+    openwebui_chat,
+    write_json,
+)
+
+
+def only(path):
+    entries = list(read_export(path))
+    assert len(entries) == 1 and entries[0].conversation is not None, entries
+    return entries[0].conversation
+
+
+def lines(conversation):
+    """Each planned thread as (parent, fork index, its texts)."""
+    return [
+        (t.parent, t.fork_at, [m.text for m in t.messages]) for t in layout(conversation).threads
+    ]
+
+
+def test_a_chatgpt_tree_keeps_its_edit_and_its_regeneration_as_branches(tmp_path):
+    found = only(write_json(tmp_path / "conversations.json", [chatgpt_trip()]))
+    assert found.title == "Lisbon trip" and found.key.startswith("chatgpt:")
+    # The main thread ends where the person last looked (current_node); the tool step between
+    # the question and its answer is left out and said so.
+    assert lines(found) == [
+        (None, None, ["Plan a trip to Lisbon", "Day one: Alfama.", "And the weather?",
+                      "Mild, about 21 °C."]),
+        (0, 0, ["Start in Belém."]),  # the regenerated answer: forks after the question
+        (0, None, ["Plan a trip to Porto", "Ribeira first."]),  # the edit: shares nothing
+    ]  # fmt: skip
+    assert found.voices == ["gpt-4o", "o3"]
+    assert found.skipped == {"tool output (code runs, searches, browsing)": 1}
+    assert found.created_at.year == 2023 and found.messages[0].created_at is not None
+
+
+def test_a_chatgpt_zip_brings_the_images_the_person_sent(tmp_path):
+    path = chatgpt_zip(tmp_path / "export.zip", [chatgpt_with_image("c-img")],
+                       {"file-Ab12Cd34Ef56-dot.png": PNG_1PX})  # fmt: skip
+    question = only(path).messages[0]
+    assert question.text == "What is in this picture?"
+    assert [(f.name, f.data) for f in question.files] == [("dot.png", PNG_1PX)]
+    # The same conversation as bare JSON: the image is named as left out, not lost silently.
+    bare = only(write_json(tmp_path / "conversations.json", [chatgpt_with_image("c-img")]))
+    assert bare.messages[0].files == []
+    assert "images not in the file" in next(iter(bare.skipped))
+
+
+def test_a_claude_export_keeps_the_text_of_attached_files_and_drops_its_reasoning(tmp_path):
+    found = only(write_json(tmp_path / "conversations.json", [claude_conversation()]))
+    assert [(m.speaker, m.text) for m in found.messages] == [
+        ("user", "Write a sonnet about rain."),
+        ("assistant", "Upon the roof the patient rain..."),
+    ]
+    assert [(f.name, f.data) for f in found.messages[0].files] == [("notes.txt", b"grey skies")]
+    assert found.skipped == {"Claude's private reasoning": 1}
+    assert found.voices == ["Claude"]
+
+
+def test_an_open_webui_export_keeps_each_models_answer_and_the_image(tmp_path):
+    found = only(write_json(tmp_path / "export.json", [openwebui_chat()]))
+    assert lines(found) == [
+        (None, None, ["Explain recursion", "See: recursion."]),  # currentId
+        (0, 0, ["A function calling itself."]),
+    ]
+    assert found.voices == ["llama3.1:8b", "qwen2.5:7b"]
+    assert found.messages[0].files[0].data == PNG_1PX
+
+
+@pytest.mark.parametrize("nested", [True, False])
+def test_a_librechat_export_reads_nested_or_listed_messages(tmp_path, nested):
+    found = only(write_json(tmp_path / "moons.json", librechat_export(nested=nested)))
+    assert found.title == "Moons"
+    assert lines(found) == [
+        (None, None, ["Name three moons", "Phobos, Deimos, the Moon."]),  # the latest leaf
+        (0, 0, ["Io, Europa, Titan."]),
+    ]
+    assert found.voices == ["gpt-4o", "gpt-4o-mini"]
+
+
+def test_one_broken_conversation_is_reported_and_the_others_read(tmp_path):
+    broken = chatgpt_trip("c-broken")
+    broken["mapping"]["q2"]["parent"] = "a2"  # a loop: q2 → a2 → tool → q2
+    broken["mapping"]["a2"]["parent"] = "tool"
+    data = [chatgpt_trip("c-good-1"), broken, "not a conversation", {"what": "is this"},
+            chatgpt_trip("c-good-2")]  # fmt: skip
+    entries = list(read_export(write_json(tmp_path / "conversations.json", data)))
+    assert [(e.position, bool(e.conversation)) for e in entries] == [
+        (1, True), (2, False), (3, False), (4, False), (5, True)]  # fmt: skip
+    assert "loop" in entries[1].broken and entries[1].title == "Lisbon trip"
+    assert "not a conversation" in entries[2].broken
+    assert "does not know this kind of export" in entries[3].broken
+
+
+def test_a_file_cut_off_midway_says_where_after_reading_what_came_before(tmp_path):
+    text = json.dumps([chatgpt_trip("c-1"), chatgpt_trip("c-2")])
+    path = tmp_path / "conversations.json"
+    path.write_text(text[: len(text) * 3 // 4])
+    read = []
+    with pytest.raises(UnreadableFile, match="after conversation 1"):
+        for entry in read_export(path):
+            read.append(entry)
+    assert len(read) == 1 and read[0].conversation is not None
+
+
+@pytest.mark.parametrize(
+    ("content", "says"),
+    [
+        (b"", "empty"),
+        (b"\x89PNG\r\n\x1a\n not an export", "not a JSON export"),
+        (b'{"half": ', "not valid JSON"),
+        (b"PK\x03\x04 not really a zip", "not a JSON export"),
+    ],
+)
+def test_files_that_are_not_exports_are_refused_in_words(tmp_path, content, says):
+    path = tmp_path / "upload.json"
+    path.write_bytes(content)
+    with pytest.raises(UnreadableFile, match=says):
+        list(read_export(path))
+
+
+def test_a_zip_without_conversations_is_refused(tmp_path):
+    path = tmp_path / "x.zip"
+    with zipfile.ZipFile(path, "w") as archive:
+        archive.writestr("notes.txt", "hi")
+    with pytest.raises(UnreadableFile, match=r"no conversations\.json"):
+        list(read_export(path))
+
+
+def test_hostile_fields_are_kept_as_text_nul_replaced_huge_cut(tmp_path):
+    trip = chatgpt_trip("c-hostile")
+    trip["title"] = "<script>alert(1)</script>\x00" + "x" * 500
+    trip["mapping"]["q1"]["message"]["content"]["parts"] = ["<img src=x onerror=alert(1)>\x00"]
+    trip["mapping"]["a1"]["message"]["content"]["parts"] = ["y" * (MAX_MESSAGE_CHARS + 10)]
+    trip["mapping"]["a1"]["message"]["metadata"]["model_slug"] = "<b>gpt</b>\x00" + "m" * 500
+    found = only(write_json(tmp_path / "conversations.json", [trip]))
+    assert found.title.startswith("<script>alert(1)</script>\ufffd") and len(found.title) == 120
+    assert found.messages[0].text == "<img src=x onerror=alert(1)>\ufffd"
+    assert len(found.messages[1].text) == MAX_MESSAGE_CHARS
+    assert (
+        found.messages[1].model.startswith("<b>gpt</b>\ufffd")
+        and len(found.messages[1].model) == 120
+    )
+    assert any("cut" in reason for reason in found.skipped)
