@@ -99,6 +99,13 @@ def urls(w) -> list[tuple[str, str, dict, set[int]]]:
         ("get", reverse("chat:thread_export", kwargs={"thread": t}) + "?format=md", {}, {200}),
         ("get", reverse("chat:thread_export", kwargs={"thread": t}) + "?format=json", {}, {200}),
         ("get", reverse("chat:thread_export", kwargs={"thread": t}) + "?format=html", {}, {200}),
+        ("get", reverse("chat:thread_share", kwargs={"thread": t}), {}, {200}),
+        (
+            "post",
+            reverse("chat:thread_share", kwargs={"thread": t}),
+            {"up_to": "live", "expires": "7"},
+            {200},
+        ),
         ("get", reverse("chat:session_search", kwargs={"session": s}) + "?q=hello", {}, {200}),
         ("get", reverse("chat:thread_later", kwargs={"thread": t}) + f"?after={m}", {}, {200}),
         ("get", reverse("chat:message_source", kwargs={"message": r}), {}, {200}),

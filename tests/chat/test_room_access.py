@@ -58,6 +58,7 @@ NEEDS = {
     "thread_create": "talk",
     "session_rename": "own",
     "thread_clear": "own",
+    "thread_share": "own",
     "credential_test": None,
     "credential_delete": None,
     "session_delete": "own",
