@@ -202,7 +202,7 @@ def _role_for(job: ImportJob, voice: str, source: str) -> Role:
 
 
 def _path(job: ImportJob) -> Path:
-    return Path(default_storage.path(job.file.name))
+    return Path(job.file.path)
 
 
 def _finish(job: ImportJob, status: str, *, report: dict | None = None, error: str = "") -> None:

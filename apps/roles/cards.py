@@ -70,15 +70,15 @@ def read_card(data: bytes, filename: str) -> Card:
         raise CardError(f"“{filename}” is neither a card PNG nor card JSON.") from None
     if not isinstance(document, dict):
         raise CardError(f"“{filename}”: a card is a JSON object.")
-    fields = document.get("data") if isinstance(document.get("data"), dict) else document
+    inner = document.get("data")  # V2 and V3 hold the fields in `data`; V1 at the top
+    fields: dict[str, Any] = inner if isinstance(inner, dict) else document
     name = _text(fields.get("name"))[:80].strip()
     if not name:
         raise CardError(f"“{filename}”: the card has no name.")
     if not picture:
         picture = _asset_icon(fields.get("assets"), filename)
     kept = {key: _kept(fields.get(key)) for key in KEPT if fields.get(key) not in (None, "", [])}
-    extensions = fields.get("extensions") if isinstance(fields.get("extensions"), dict) else {}
-    own = extensions.get("parley") if isinstance(extensions.get("parley"), dict) else {}
+    own = _mapping(_mapping(fields.get("extensions")).get("parley"))
     colour = _text(own.get("colour"))
     return Card(
         name=name,
@@ -215,6 +215,10 @@ def _asset_icon(assets: Any, filename: str) -> bytes:
             except (binascii.Error, ValueError, Refused):
                 return b""
     return b""
+
+
+def _mapping(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
 
 
 def _text(value: Any) -> str:

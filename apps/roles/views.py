@@ -7,7 +7,6 @@ import io
 import zipfile
 
 from django.core.exceptions import ValidationError
-from django.core.files.storage import default_storage
 from django.http import FileResponse, Http404, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
 from django.utils.text import slugify
@@ -58,6 +57,7 @@ def role_card(request, handle: str, extension: str):
         raise Http404("Cards are .png or .json.")
     role = _role(request, handle)
     document = card_document(role)
+    response: HttpResponse
     if extension == "json":
         response = JsonResponse(document, json_dumps_params={"ensure_ascii": False, "indent": 2})
     else:
@@ -87,7 +87,7 @@ def role_avatar(request, handle: str):
     role = Role.objects.filter(handle=handle).exclude(avatar="").first()
     if role is None:
         raise Http404("No picture.")
-    response = FileResponse(default_storage.open(role.avatar.name), content_type="image/png")
+    response = FileResponse(role.avatar.open("rb"), content_type="image/png")
     response["Cache-Control"] = "private, max-age=86400"
     response["X-Content-Type-Options"] = "nosniff"
     return response
@@ -105,5 +105,5 @@ def role_delete(request, handle: str):
 def _picture(role: Role) -> bytes | None:
     if not role.avatar:
         return None
-    with default_storage.open(role.avatar.name) as stored:
+    with role.avatar.open("rb") as stored:
         return stored.read()

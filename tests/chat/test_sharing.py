@@ -42,7 +42,9 @@ def shared_room(alice, bob, alice_thread):
     member_add(session=session, by=alice, username="bob")
     first = message_post(thread=alice_thread, author=alice, text="@director what is the plan?")
     settle(first.replies, "We shoot at dawn.")
-    whisper = message_post(thread=alice_thread, author=bob, text="/whisper @director @alice zanzibar")
+    whisper = message_post(
+        thread=alice_thread, author=bob, text="/whisper @director @alice zanzibar"
+    )
     settle(whisper.replies, "zanzibar noted, quietly.")
     later = message_post(thread=alice_thread, author=alice, text="@director and after that?")
     settle(later.replies, "We edit until noon.")
@@ -57,7 +59,8 @@ def client_for(user=None) -> Client:
 
 
 def make_link(owner, thread, *, up_to="live", expires="7") -> str:
-    response = client_for(owner).post(f"/t/{thread.public_id}/share/", {"up_to": up_to, "expires": expires})
+    form = {"up_to": up_to, "expires": expires}
+    response = client_for(owner).post(f"/t/{thread.public_id}/share/", form)
     assert response.status_code == 200, response.content[:400]
     (url,) = re.findall(r'value="(http://testserver/shared/[^"/]+/)"', response.content.decode())
     return url.removeprefix("http://testserver")
@@ -127,7 +130,8 @@ def test_a_revoked_or_expired_link_is_a_404(shared_room, alice):
 
 
 def test_only_the_owner_shares_and_sees_their_links(shared_room, alice, bob, charlie):
-    assert client_for(bob).post(f"/t/{shared_room.public_id}/share/", {"up_to": "live"}).status_code == 403
+    share = f"/t/{shared_room.public_id}/share/"
+    assert client_for(bob).post(share, {"up_to": "live"}).status_code == 403
     assert client_for(charlie).get(f"/t/{shared_room.public_id}/share/").status_code == 404
     path = make_link(alice, shared_room)
     client_for().get(path)
@@ -140,7 +144,7 @@ def test_only_the_owner_shares_and_sees_their_links(shared_room, alice, bob, cha
     assert SharedLink.objects.get().revoked_at is None
     # A whisper cannot be a link's last message.
     whisper = Message.objects.filter(thread=shared_room, private=True).first()
-    refused = client_for(alice).post(f"/t/{shared_room.public_id}/share/", {"up_to": str(whisper.public_id)})
+    refused = client_for(alice).post(share, {"up_to": str(whisper.public_id)})
     assert refused.status_code == 422 and "not a whisper" in refused.content.decode()
 
 

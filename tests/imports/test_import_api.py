@@ -23,10 +23,13 @@ def test_the_api_previews_starts_and_reports_an_import(alice, bob, celery_worker
     raw = token_create(user=alice, name="laptop", scope="post")[1]
     reader = token_create(user=alice, name="reader", scope="read")[1]
     data = json.dumps([chatgpt_trip("c-api"), claude_conversation()]).encode()
-    sent = Client().post("/api/v1/imports", {"file": SimpleUploadedFile("c.json", data)}, **bearer(raw))
+    form = {"file": SimpleUploadedFile("c.json", data)}
+    sent = Client().post("/api/v1/imports", form, **bearer(raw))
     assert sent.status_code == 202, sent.content
     job_id = sent.json()["id"]
-    wait_until(lambda: get(f"/api/v1/imports/{job_id}", raw).json()["status"] == "ready", timeout=30)
+    wait_until(
+        lambda: get(f"/api/v1/imports/{job_id}", raw).json()["status"] == "ready", timeout=30
+    )
     job = get(f"/api/v1/imports/{job_id}", raw).json()
     assert job["preview"]["conversations"] == 2 and job["roles"] == {
         "gpt-4o": "new", "o3": "new", "Claude": "new"}  # fmt: skip
@@ -43,7 +46,9 @@ def test_the_api_previews_starts_and_reports_an_import(alice, bob, celery_worker
     report = get(f"/api/v1/imports/{job_id}", raw).json()["report"]
     assert len(report["sessions"]) == 2 and report["already"] == 0
     assert [job["id"] for job in get("/api/v1/imports", raw).json()] == [job_id]
-    empty = Client().post("/api/v1/imports", {"file": SimpleUploadedFile("e.json", b"")}, **bearer(raw))
+    empty = Client().post(
+        "/api/v1/imports", {"file": SimpleUploadedFile("e.json", b"")}, **bearer(raw)
+    )
     assert empty.status_code == 422 and empty.json()["detail"] == "That file is empty."
 
 
@@ -55,8 +60,12 @@ def config(alice, asgi_server, monkeypatch):
     monkeypatch.setenv("PARLEY_CONFIG", "/nonexistent/parley.json")
 
 
-def test_parley_import_shows_the_preview_asks_and_imports(alice, config, tmp_path, capsys, monkeypatch):
-    path = write_json(tmp_path / "conversations.json", [chatgpt_trip("c-cli"), claude_conversation()])
+def test_parley_import_shows_the_preview_asks_and_imports(
+    alice, config, tmp_path, capsys, monkeypatch
+):
+    path = write_json(
+        tmp_path / "conversations.json", [chatgpt_trip("c-cli"), claude_conversation()]
+    )
     monkeypatch.setattr("builtins.input", lambda question: "n")
     assert main(["import", str(path)]) == 1
     out = capsys.readouterr().out

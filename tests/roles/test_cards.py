@@ -53,9 +53,9 @@ def card_png(card: dict, *, chunk: str = "ccv3", image: Image.Image | None = Non
 
 
 def v3(card: dict) -> dict:
-    return {"spec": "chara_card_v3", "spec_version": "3.0",
-            "data": {**card["data"], "group_only_greetings": [], "nickname": "Sera",
-                     "assets": [{"type": "icon", "uri": "ccdefault:", "name": "main", "ext": "png"}]}}  # fmt: skip
+    icon = {"type": "icon", "uri": "ccdefault:", "name": "main", "ext": "png"}
+    data = {**card["data"], "group_only_greetings": [], "nickname": "Sera", "assets": [icon]}
+    return {"spec": "chara_card_v3", "spec_version": "3.0", "data": data}
 
 
 @pytest.fixture
@@ -110,7 +110,11 @@ def test_a_v2_png_card_in_the_chara_chunk_reads_too():
     ("name", "data", "says"),
     [
         ("photo.png", None, "picture without a character card"),
-        ("nameless.json", json.dumps({"spec": "chara_card_v2", "data": {"name": ""}}).encode(), "no name"),
+        (
+            "nameless.json",
+            json.dumps({"spec": "chara_card_v2", "data": {"name": ""}}).encode(),
+            "no name",
+        ),
         ("list.json", b"[1, 2]", "JSON object"),
         ("bad.json", b"{not json", "neither a card PNG nor card JSON"),
         ("huge.json", b"{" + b" " * (21 * 1024 * 1024) + b"}", "over 20 MB"),
@@ -150,8 +154,8 @@ def test_a_folder_of_cards_becomes_a_pack_and_exports_as_v3_cards(alice, alice_c
     response = import_cards(alice_client, *files, pack="Tavern Regulars")
     text = response.content.decode()
     assert "Made 2 roles" in text and "readme.txt" in text
-    assert set(Role.objects.filter(pack="tavern-regulars").values_list("display_name", flat=True)) == {
-        "Seraphina", "Bard"}  # fmt: skip
+    made = Role.objects.filter(pack="tavern-regulars").values_list("display_name", flat=True)
+    assert set(made) == {"Seraphina", "Bard"}
     exported = alice_client.get("/roles/packs/tavern-regulars/cards.zip")
     assert exported.status_code == 200
     with zipfile.ZipFile(io.BytesIO(exported.content)) as archive:

@@ -58,7 +58,7 @@ def session_import(
     *,
     owner,
     name: str,
-    roles: list[Role],
+    roles: list[Role] | None,
     threads: list[ImportedThread],
     created_at: datetime | None = None,
     updated_at: datetime | None = None,

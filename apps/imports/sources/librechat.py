@@ -36,7 +36,8 @@ def conversation(
     key = item.get("conversationId")
     if not isinstance(key, str) or not key:
         raise BrokenConversation("it has no conversationId")
-    options = item.get("options") if isinstance(item.get("options"), dict) else {}
+    given = item.get("options")
+    options: dict[str, Any] = given if isinstance(given, dict) else {}
     default_model = clean_model(options.get("model") or item.get("model") or item.get("endpoint"))
     skipped: Counter[str] = Counter()
     messages = []
