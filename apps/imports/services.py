@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 import uuid
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +32,7 @@ from apps.roles.services import role_for_imported_voice
 logger = logging.getLogger(__name__)
 
 NEW_ROLE = "new"
+ABANDONED_AFTER = timedelta(days=1)
 PREVIEW_TASK = "apps.imports.tasks.preview_import"
 RUN_TASK = "apps.imports.tasks.run_import"
 
@@ -47,11 +49,22 @@ def job_create(*, owner, name: str, upload) -> ImportJob:
             f"That file is {size / 1_048_576:,.0f} MB; imports are at most "
             f"{limit / 1_048_576:,.0f} MB."
         )
+    _discard_abandoned(owner)
     suffix = ".zip" if name.lower().endswith(".zip") else ".json"
     stored = default_storage.save(f"imports/{uuid.uuid4().hex}{suffix}", upload)
     job = ImportJob.objects.create(owner=owner, name=name[:255], size=size, file=stored)
     _send(PREVIEW_TASK, job)
     return job
+
+
+def _discard_abandoned(owner) -> None:
+    """Previews left unstarted for a day give their file back (a person's next upload does
+    it: no sweep needed)."""
+    stale = ImportJob.objects.filter(
+        owner=owner, status=ImportStatus.READY, created_at__lt=timezone.now() - ABANDONED_AFTER
+    )
+    for job in stale:
+        _finish(job, ImportStatus.CANCELLED, error="Not started within a day: discarded.")
 
 
 def job_preview(job: ImportJob) -> None:

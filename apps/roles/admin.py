@@ -32,10 +32,11 @@ class RolePackImportForm(forms.Form):
 @admin.register(Role)
 class RoleAdmin(admin.ModelAdmin):
     list_display = ["handle", "display_name", "swatch", "is_default", "answers_last",
-                    "can_write", "pack", "sort_order"]  # fmt: skip
+                    "can_write", "pack", "owner", "sort_order"]  # fmt: skip
     list_editable = ["sort_order"]
-    list_filter = ["pack", "answers_last", "can_write"]
-    search_fields = ["handle", "display_name"]
+    list_filter = ["pack", "answers_last", "can_write", ("owner", admin.EmptyFieldListFilter)]
+    search_fields = ["handle", "display_name", "owner__username"]
+    raw_id_fields = ["owner"]
     change_list_template = "admin/roles/role_change_list.html"
 
     @admin.display(description="Look")

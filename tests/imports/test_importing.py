@@ -5,7 +5,8 @@ second import of the same file making nothing, a broken conversation reported, c
 from __future__ import annotations
 
 import json
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
@@ -267,3 +268,14 @@ def test_cancelling_stops_between_conversations_and_keeps_what_was_imported(
     # Importing the file again goes on from where it stopped.
     again = settled(upload(alice_client, "conversations.json", json.dumps(many).encode()), "ready")
     assert again.preview["conversations"] == 60 - made and again.preview["already"] == made
+
+
+def test_a_preview_left_unstarted_for_a_day_gives_its_file_back(alice, alice_client, celery_worker):
+    data = json.dumps([claude_conversation()]).encode()
+    old = settled(upload(alice_client, "c.json", data), "ready")
+    path = old.file.path
+    ImportJob.objects.filter(pk=old.pk).update(created_at=old.created_at - timedelta(days=2))
+    settled(upload(alice_client, "c.json", data), "ready")
+    old.refresh_from_db()
+    assert old.status == "cancelled" and not old.file and "discarded" in old.error
+    assert not Path(path).exists()
