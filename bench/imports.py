@@ -156,7 +156,7 @@ async def run(megabytes: int, workdir: Path) -> None:
               f"{marks['previewed'] - marks['uploaded']:.1f} s · import "
               f"{marks['imported'] - marks['previewed']:.1f} s · "
               f"{made[1] if made else '?'} sessions made")  # fmt: skip
-        print(f"\n| process | idle RSS | peak RSS during upload, preview and import | growth |")
+        print("\n| process | idle RSS | peak RSS during upload, preview and import | growth |")
         print("|---|---:|---:|---:|")
         for name in sorted(watcher.peak):
             idle = watcher.idle.get(name, 0)
