@@ -179,3 +179,13 @@ def test_the_shared_page_passes_the_xss_corpus(alice, alice_thread, roles):
             assert attrs.get("src", "").startswith("/static/"), attrs
         if tag == "button":
             assert attrs.get("class") == "copy-code"
+
+
+def test_a_live_pages_look_sends_nothing_when_nothing_changed(shared_room, alice):
+    path = make_link(alice, shared_room)
+    page = client_for().get(path).content.decode()
+    (version,) = re.findall(r"transcript/\?v=(\w+)", page)
+    assert client_for().get(f"{path}transcript/?v={version}").status_code == 204
+    message_post(thread=shared_room, author=alice, text="@director news")
+    changed = client_for().get(f"{path}transcript/?v={version}")
+    assert changed.status_code == 200 and "news" in changed.content.decode()

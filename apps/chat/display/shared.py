@@ -57,10 +57,27 @@ def shared_messages(link: SharedLink) -> list[Message]:
     return messages[-MAX_SHOWN:]
 
 
-def shared_entries(link: SharedLink, token: str) -> list[dict]:
+def shared_version(messages: list[Message], live: dict[str, str]) -> str:
+    """What a live page shows, in a few characters: the same version, nothing to send again."""
+    state = hashlib.sha256()
+    for message in messages:
+        text = live.get(str(message.public_id), "")
+        state.update(f"{message.pk}:{message.status}:{message.updated_at}:{len(text)};".encode())
+    return state.hexdigest()[:16]
+
+
+def shared_state(link: SharedLink) -> tuple[list[Message], dict[str, str], str]:
+    """The messages shown, the live text of those still being written, and their version."""
     messages = shared_messages(link)
-    roles = roles_by_handle({m.speaker for m in messages if not m.is_user})
     live = live_texts([str(m.public_id) for m in messages if m.status in IN_FLIGHT])
+    return messages, live, shared_version(messages, live)
+
+
+def shared_entries(
+    link: SharedLink, token: str, state: tuple[list[Message], dict[str, str], str] | None = None
+) -> list[dict]:
+    messages, live, _ = state or shared_state(link)
+    roles = roles_by_handle({m.speaker for m in messages if not m.is_user})
     attached: dict[int, list[Attachment]] = {}
     for attachment in Attachment.objects.filter(message__in=messages).order_by("position", "pk"):
         attached.setdefault(attachment.message_id or 0, []).append(attachment)

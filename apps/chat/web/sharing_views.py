@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from django.contrib.auth.decorators import login_not_required
 from django.core.exceptions import ValidationError
-from django.http import FileResponse, Http404
+from django.http import FileResponse, Http404, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
@@ -19,6 +19,7 @@ from apps.chat.display.shared import (
     shared_entries,
     shared_link,
     shared_role_speaks,
+    shared_state,
 )
 from apps.chat.models import SharedLink
 from apps.chat.records.sharing import EXPIRY_DAYS, share_create, share_revoke, share_viewed
@@ -110,8 +111,9 @@ def _link_or_404(token: str) -> SharedLink:
 def shared_thread(request, token):
     link = _link_or_404(token)
     share_viewed(link=link)
-    context = {"link": link, "token": token, "entries": shared_entries(link, token),
-               "thread": link.thread}  # fmt: skip
+    state = shared_state(link)
+    context = {"link": link, "token": token, "entries": shared_entries(link, token, state),
+               "thread": link.thread, "version": state[2]}  # fmt: skip
     return _public(render(request, "chat/shared.html", context))
 
 
@@ -123,7 +125,11 @@ def shared_transcript(request, token):
     link = shared_link(token)
     if link is None:
         return _public(render(request, "chat/_shared_ended.html", status=404))
-    context = {"link": link, "token": token, "entries": shared_entries(link, token)}
+    state = shared_state(link)
+    if request.GET.get("v") == state[2]:
+        return _public(HttpResponse(status=204))  # nothing new: the page keeps what it shows
+    context = {"link": link, "token": token, "entries": shared_entries(link, token, state),
+               "version": state[2]}  # fmt: skip
     return _public(render(request, "chat/_shared_transcript.html", context))
 
 
