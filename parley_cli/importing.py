@@ -13,6 +13,7 @@ import httpx
 from parley_cli.client import Api, ApiError
 
 POLL_SECONDS = 0.5
+PIECE_BYTES = 8 * 1024 * 1024  # the server's limit for one piece
 
 
 async def run_import(
@@ -24,14 +25,7 @@ async def run_import(
     confirm: Callable[[str], bool] | None = None,
     say: Callable[[str], None] = print,
 ) -> int:
-    try:
-        with path.open("rb") as handle:  # streamed from the disk, never read whole
-            job = await api.call(
-                "POST", "/imports", files=[("file", (path.name, handle))],
-                timeout=httpx.Timeout(60, write=None, read=600),
-            )  # fmt: skip
-    except OSError as exc:
-        raise ApiError(0, f"Cannot read {path}: {exc.strerror or exc}", "file") from None
+    job = await upload(api, path)
     say(f"Reading {path.name}…")
     while job["status"] == "reading":
         await asyncio.sleep(POLL_SECONDS)
@@ -72,6 +66,34 @@ async def run_import(
     if job["error"]:
         say(job["error"])
     return 0 if job["status"] == "done" else 1
+
+
+async def upload(api: Api, path: Path) -> dict:
+    """Send the file in pieces, read from the disk one at a time (a 2 GB export never sits in
+    this process's memory, nor in the server's)."""
+    try:
+        size = path.stat().st_size
+        handle = path.open("rb")
+    except OSError as exc:
+        raise ApiError(0, f"Cannot read {path}: {exc.strerror or exc}", "file") from None
+    with handle:
+        job = await api.call("POST", "/imports/uploads", json={"name": path.name, "size": size})
+        while job["received"] < size:
+            handle.seek(job["received"])
+            piece = handle.read(PIECE_BYTES)
+            try:
+                job = await api.call(
+                    "POST", f"/imports/{job['id']}/pieces", params={"offset": job["received"]},
+                    content=piece, headers={"Content-Type": "application/octet-stream"},
+                    timeout=httpx.Timeout(60, write=300),
+                )  # fmt: skip
+            except ApiError as exc:
+                if exc.status != 409:
+                    raise
+                job = await api.call("GET", f"/imports/{job['id']}")  # resume where it stops
+            print(f"\rSending… {100 * job['received'] // size}%", end="", file=sys.stderr)
+        print(file=sys.stderr)
+    return job
 
 
 def preview_lines(preview: dict) -> list[str]:

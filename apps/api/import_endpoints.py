@@ -10,7 +10,7 @@ from ninja import File, Router, Status
 from ninja.files import UploadedFile
 
 from apps.api.auth import require_post_scope
-from apps.api.schemas import ERRORS, Error, ImportOut, ImportStartIn, Refused
+from apps.api.schemas import ERRORS, Error, ImportOut, ImportStartIn, Refused, UploadIn
 from apps.imports import services
 from apps.imports.models import ImportJob
 
@@ -19,7 +19,8 @@ router = Router()
 
 def import_out(job: ImportJob) -> ImportOut:
     return ImportOut(
-        id=job.public_id, name=job.name, status=job.status, done=job.done, total=job.total,
+        id=job.public_id, name=job.name, size=job.size, received=job.received,
+        status=job.status, done=job.done, total=job.total,
         preview=job.preview, roles=job.roles, report=job.report, error=job.error,
         created_at=job.created_at, finished_at=job.finished_at,
     )  # fmt: skip
@@ -43,6 +44,62 @@ def create_import(request, file: UploadedFile = File(...)):  # noqa: B008
     except ValidationError as exc:
         raise Refused(422, " ".join(exc.messages), "file") from None
     return Status(202, import_out(job))
+
+
+@router.post(
+    "/imports/uploads",
+    response={201: ImportOut, **ERRORS, 422: Error},
+    summary="Begin sending an export in pieces",
+)
+def begin_upload(request, body: UploadIn):
+    """For a big file: say its name and size, then send it with `POST /imports/{id}/pieces`,
+    each piece at most 8 MB, in order. (A single multipart `POST /imports` holds the whole file
+    in the server's memory while it arrives.)"""
+    require_post_scope(request)
+    try:
+        job = services.upload_begin(owner=request.user, name=body.name, size=body.size)
+    except ValidationError as exc:
+        raise Refused(422, " ".join(exc.messages), "size") from None
+    return Status(201, import_out(job))
+
+
+@router.post(
+    "/imports/{import_id}/pieces",
+    response={200: ImportOut, **ERRORS, 422: Error},
+    summary="Send the next piece of an export",
+    openapi_extra={
+        "parameters": [
+            {
+                "in": "query",
+                "name": "offset",
+                "required": True,
+                "schema": {"type": "integer", "minimum": 0},
+            }
+        ],
+        "requestBody": {
+            "required": True,
+            "content": {
+                "application/octet-stream": {"schema": {"type": "string", "format": "binary"}}
+            },
+        },
+    },
+)
+def send_piece(request, import_id: UUID):
+    """The bytes from `offset` (the `received` so far) as the raw body, at most 8 MB. A piece
+    that is not the next one is a 409: resume from the import's `received`. The last piece
+    starts reading the file for its preview."""
+    require_post_scope(request)
+    job = _job(request, import_id)
+    try:
+        offset = int(request.GET.get("offset", ""))
+    except ValueError:
+        raise Refused(400, "Say where the piece starts: ?offset=…", "offset") from None
+    try:
+        job = services.upload_piece(job=job, offset=offset, stream=request)
+    except ValidationError as exc:
+        status = {"offset": 409, "too_big": 413}.get(exc.code or "", 422)
+        raise Refused(status, " ".join(exc.messages), "offset") from None
+    return import_out(job)
 
 
 @router.get("/imports", response={200: list[ImportOut], **ERRORS}, summary="Your imports")

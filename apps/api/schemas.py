@@ -159,7 +159,11 @@ class Accepted(Schema):
 class ImportOut(Schema):
     id: UUID
     name: str
-    status: str = Field(description="reading, ready, importing, done, cancelled or failed")
+    size: int = Field(description="The file's size in bytes")
+    received: int = Field(description="Bytes of it received so far (sent in pieces)")
+    status: str = Field(
+        description="uploading, reading, ready, importing, done, cancelled or failed"
+    )
     done: int = Field(description="Conversations read (while reading) or imported so far")
     total: int = Field(description="Conversations to import, once the file is read")
     preview: dict[str, Any] = Field(
@@ -173,6 +177,11 @@ class ImportOut(Schema):
     error: str
     created_at: datetime
     finished_at: datetime | None
+
+
+class UploadIn(Schema):
+    name: str = Field(max_length=255, description="The file's name (`.zip` or `.json`)")
+    size: int = Field(gt=0, description="Its size in bytes")
 
 
 class ImportStartIn(Schema):

@@ -11,6 +11,7 @@ from django.db import models
 
 
 class ImportStatus(models.TextChoices):
+    UPLOADING = "uploading", "Uploading"
     READING = "reading", "Reading the file"
     READY = "ready", "Ready to import"
     IMPORTING = "importing", "Importing"
@@ -19,7 +20,7 @@ class ImportStatus(models.TextChoices):
     FAILED = "failed", "Could not be read"
 
 
-RUNNING = (ImportStatus.READING, ImportStatus.IMPORTING)
+RUNNING = (ImportStatus.UPLOADING, ImportStatus.READING, ImportStatus.IMPORTING)
 
 
 class ImportJob(models.Model):
@@ -27,6 +28,8 @@ class ImportJob(models.Model):
     owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
     name = models.CharField(max_length=255, help_text="The file's name as it was sent.")
     size = models.PositiveBigIntegerField(default=0)
+    # Sent in pieces (a browser or `parley import`): how many bytes have arrived.
+    received = models.PositiveBigIntegerField(default=0)
     file = models.FileField(max_length=255, blank=True, help_text="Deleted once imported.")
     status = models.CharField(
         max_length=12, choices=ImportStatus.choices, default=ImportStatus.READING

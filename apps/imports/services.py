@@ -12,6 +12,7 @@ from typing import Any
 from celery import current_app
 from django.conf import settings
 from django.core.exceptions import ValidationError
+from django.core.files.base import ContentFile
 from django.core.files.storage import default_storage
 from django.db import IntegrityError, transaction
 from django.utils import timezone
@@ -33,6 +34,7 @@ logger = logging.getLogger(__name__)
 
 NEW_ROLE = "new"
 ABANDONED_AFTER = timedelta(days=1)
+PIECE_BYTES = 8 * 1024 * 1024
 PREVIEW_TASK = "apps.imports.tasks.preview_import"
 RUN_TASK = "apps.imports.tasks.run_import"
 
@@ -41,7 +43,67 @@ def job_create(*, owner, name: str, upload) -> ImportJob:
     """Keep the uploaded file and read it for the preview (in a worker: a big export takes a
     while). `upload` is a Django File; it is copied to storage in chunks, never read whole."""
     size = upload.size or 0
-    if size == 0:
+    _check_size(size)
+    _discard_abandoned(owner)
+    stored = default_storage.save(_stored_name(name), upload)
+    job = ImportJob.objects.create(
+        owner=owner, name=name[:255], size=size, received=size, file=stored
+    )
+    _send(PREVIEW_TASK, job)
+    return job
+
+
+def upload_begin(*, owner, name: str, size: int) -> ImportJob:
+    """An import whose file will arrive in pieces (`upload_piece`), so no request holds more
+    than a piece of it: the web server hands a request's body to Django whole."""
+    _check_size(size)
+    _discard_abandoned(owner)
+    stored = default_storage.save(_stored_name(name), ContentFile(b""))
+    return ImportJob.objects.create(
+        owner=owner, name=name[:255] or "export", size=size, file=stored,
+        status=ImportStatus.UPLOADING,
+    )  # fmt: skip
+
+
+def upload_piece(*, job: ImportJob, offset: int, stream) -> ImportJob:
+    """Append the piece that starts at `offset` (the bytes received so far: a piece sent twice
+    or out of order is refused, and the sender resumes from `received`). The last piece
+    starts the reading for the preview."""
+    with transaction.atomic():
+        job = ImportJob.objects.select_for_update().get(pk=job.pk)
+        if job.status != ImportStatus.UPLOADING:
+            raise ValidationError(f"This import is {job.get_status_display().lower()}.")
+        if offset != job.received:
+            raise ValidationError(
+                f"The next piece starts at byte {job.received:,}, not {offset:,}.", code="offset"
+            )
+        with open(job.file.path, "r+b") as out:
+            out.truncate(offset)  # what a failed earlier attempt left past it
+            out.seek(offset)
+            written = _copy(stream, out, limit=min(PIECE_BYTES, job.size - offset))
+        job.received = offset + written
+        if job.received == job.size:
+            job.status = ImportStatus.READING
+            _send(PREVIEW_TASK, job)
+        job.save(update_fields=["received", "status"])
+    return job
+
+
+def _copy(stream, out, *, limit: int) -> int:
+    written = 0
+    while chunk := stream.read(64 * 1024):
+        written += len(chunk)
+        if written > limit:
+            raise ValidationError(
+                f"A piece is at most {PIECE_BYTES // 1_048_576} MB and ends at the file's size.",
+                code="too_big",
+            )
+        out.write(chunk)
+    return written
+
+
+def _check_size(size: int) -> None:
+    if size <= 0:
         raise ValidationError("That file is empty.")
     limit = settings.PARLEY_IMPORT_MAX_BYTES
     if size > limit:
@@ -49,20 +111,20 @@ def job_create(*, owner, name: str, upload) -> ImportJob:
             f"That file is {size / 1_048_576:,.0f} MB; imports are at most "
             f"{limit / 1_048_576:,.0f} MB."
         )
-    _discard_abandoned(owner)
+
+
+def _stored_name(name: str) -> str:
     suffix = ".zip" if name.lower().endswith(".zip") else ".json"
-    stored = default_storage.save(f"imports/{uuid.uuid4().hex}{suffix}", upload)
-    job = ImportJob.objects.create(owner=owner, name=name[:255], size=size, file=stored)
-    _send(PREVIEW_TASK, job)
-    return job
+    return f"imports/{uuid.uuid4().hex}{suffix}"
 
 
 def _discard_abandoned(owner) -> None:
-    """Previews left unstarted for a day give their file back (a person's next upload does
+    """Uploads and previews left for a day give their file back (a person's next upload does
     it: no sweep needed)."""
     stale = ImportJob.objects.filter(
-        owner=owner, status=ImportStatus.READY, created_at__lt=timezone.now() - ABANDONED_AFTER
-    )
+        owner=owner, status__in=(ImportStatus.UPLOADING, ImportStatus.READY),
+        created_at__lt=timezone.now() - ABANDONED_AFTER,
+    )  # fmt: skip
     for job in stale:
         _finish(job, ImportStatus.CANCELLED, error="Not started within a day: discarded.")
 

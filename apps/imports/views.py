@@ -4,7 +4,9 @@ with a live progress bar, cancel it."""
 from __future__ import annotations
 
 from django.core.exceptions import ValidationError
+from django.http import JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from apps.imports import services
@@ -33,6 +35,50 @@ def import_list(request):
         {"jobs": jobs, "error": error, "sources": LABELS.values()},
         status=422 if error else 200,
     )
+
+
+@require_POST
+def import_begin(request):
+    """The page's script sends a big file in pieces: first its name and size."""
+    try:
+        size = int(request.POST.get("size", ""))
+        job = services.upload_begin(
+            owner=request.user, name=request.POST.get("name", ""), size=size
+        )
+    except ValueError:
+        return JsonResponse({"detail": "Say the file's size in bytes."}, status=400)
+    except ValidationError as exc:
+        return JsonResponse({"detail": " ".join(exc.messages)}, status=422)
+    return JsonResponse(_upload_state(job), status=201)
+
+
+@require_POST
+def import_piece(request, job):
+    """One piece of the file, as the request's raw body, at `?offset=` (the bytes received so
+    far): 409 with `received` when it is not the next one, so the sender resumes there."""
+    job = _job(request, job)
+    try:
+        offset = int(request.GET.get("offset", ""))
+        job = services.upload_piece(job=job, offset=offset, stream=request)
+    except ValueError:
+        return JsonResponse({"detail": "Say where the piece starts: ?offset=…"}, status=400)
+    except ValidationError as exc:
+        status = {"offset": 409, "too_big": 413}.get(exc.code or "", 422)
+        job.refresh_from_db()
+        return JsonResponse({"detail": " ".join(exc.messages), **_upload_state(job)}, status=status)
+    return JsonResponse(_upload_state(job))
+
+
+def _upload_state(job: ImportJob) -> dict:
+    return {
+        "id": str(job.public_id),
+        "received": job.received,
+        "size": job.size,
+        "status": job.status,
+        "piece_bytes": services.PIECE_BYTES,
+        "piece_url": reverse("imports:import_piece", kwargs={"job": job.public_id}),
+        "page": reverse("imports:import_detail", kwargs={"job": job.public_id}),
+    }
 
 
 def _job(request, job) -> ImportJob:

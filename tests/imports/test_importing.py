@@ -255,7 +255,7 @@ def test_a_role_choice_must_be_one_the_person_may_use(alice, bob, alice_client, 
 def test_cancelling_stops_between_conversations_and_keeps_what_was_imported(
     alice, alice_client, celery_worker, settings
 ):
-    many = [chatgpt_trip(f"c-{n}") for n in range(60)]
+    many = [chatgpt_trip(f"c-{n}") for n in range(400)]
     job = settled(upload(alice_client, "conversations.json", json.dumps(many).encode()), "ready")
     services.job_start(job=job, roles={})
     wait_until(lambda: ImportJob.objects.get(pk=job.pk).done >= 1, timeout=30)
@@ -263,11 +263,11 @@ def test_cancelling_stops_between_conversations_and_keeps_what_was_imported(
     assert response.status_code == 302
     job = settled(job, "cancelled", "done")
     made = ImportedConversation.objects.filter(owner=alice).count()
-    assert job.status == "cancelled" and 1 <= made < 60, (job.status, made)
+    assert job.status == "cancelled" and 1 <= made < 400, (job.status, made)
     assert Session.objects.filter(owner=alice).count() == made
     # Importing the file again goes on from where it stopped.
     again = settled(upload(alice_client, "conversations.json", json.dumps(many).encode()), "ready")
-    assert again.preview["conversations"] == 60 - made and again.preview["already"] == made
+    assert again.preview["conversations"] == 400 - made and again.preview["already"] == made
 
 
 def test_a_preview_left_unstarted_for_a_day_gives_its_file_back(alice, alice_client, celery_worker):
@@ -279,3 +279,40 @@ def test_a_preview_left_unstarted_for_a_day_gives_its_file_back(alice, alice_cli
     old.refresh_from_db()
     assert old.status == "cancelled" and not old.file and "discarded" in old.error
     assert not Path(path).exists()
+
+
+def test_a_big_file_arrives_in_pieces_that_resume_where_the_server_says(
+    alice, bob, alice_client, celery_worker, monkeypatch
+):
+    monkeypatch.setattr(services, "PIECE_BYTES", 1000)
+    data = json.dumps([chatgpt_trip(f"c-{n}") for n in range(3)]).encode()
+    begun = alice_client.post("/account/import/begin/", {"name": "big.json", "size": len(data)})
+    assert begun.status_code == 201
+    state = begun.json()
+    assert state["received"] == 0 and state["status"] == "uploading"
+
+    def send(offset: int, piece: bytes, client=alice_client):
+        return client.post(f"{state['piece_url']}?offset={offset}", piece,
+                           content_type="application/octet-stream")  # fmt: skip
+
+    assert send(0, data[:1000]).json()["received"] == 1000
+    # A piece sent again, or one that skips ahead, is refused with where to go on.
+    for offset in (0, 2000):
+        again = send(offset, data[offset : offset + 1000])
+        assert again.status_code == 409 and again.json()["received"] == 1000
+    too_big = send(1000, data[1000:2001])
+    assert too_big.status_code == 413 and too_big.json()["received"] == 1000
+    bob_client = Client()
+    bob_client.force_login(bob)
+    assert send(1000, data[1000:2000], client=bob_client).status_code == 404
+    page = alice_client.get(f"/account/import/{state['id']}/").content.decode()
+    assert "Uploading… 1000" in page
+    offset = 1000
+    while offset < len(data):
+        offset = send(offset, data[offset : offset + 1000]).json()["received"]
+    job = settled(ImportJob.objects.get(public_id=state["id"]), "ready")
+    assert job.preview["conversations"] == 3
+    with open(job.file.path, "rb") as stored:
+        assert stored.read() == data
+    refused = alice_client.post("/account/import/begin/", {"name": "e.json", "size": "0"})
+    assert refused.status_code == 422 and refused.json()["detail"] == "That file is empty."
