@@ -13,6 +13,7 @@ from apps.api.auth import require_post_scope
 from apps.api.schemas import ERRORS, Error, ImportOut, ImportStartIn, Refused, UploadIn
 from apps.imports import services
 from apps.imports.models import ImportJob
+from apps.imports.services import PIECE_BYTES
 
 router = Router()
 
@@ -79,7 +80,14 @@ def begin_upload(request, body: UploadIn):
         "requestBody": {
             "required": True,
             "content": {
-                "application/octet-stream": {"schema": {"type": "string", "format": "binary"}}
+                "application/octet-stream": {
+                    "schema": {
+                        "type": "string",
+                        "format": "binary",
+                        "minLength": 1,
+                        "maxLength": PIECE_BYTES,
+                    }
+                }
             },
         },
     },
@@ -97,7 +105,9 @@ def send_piece(request, import_id: UUID):
     try:
         job = services.upload_piece(job=job, offset=offset, stream=request)
     except ValidationError as exc:
-        status = {"offset": 409, "too_big": 413}.get(exc.code or "", 422)
+        status = {"offset": 409, "past_the_end": 409, "too_big": 413, "empty": 400}.get(
+            exc.code or "", 422
+        )
         raise Refused(status, " ".join(exc.messages), "offset") from None
     return import_out(job)
 

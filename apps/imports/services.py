@@ -80,7 +80,9 @@ def upload_piece(*, job: ImportJob, offset: int, stream) -> ImportJob:
         with open(job.file.path, "r+b") as out:
             out.truncate(offset)  # what a failed earlier attempt left past it
             out.seek(offset)
-            written = _copy(stream, out, limit=min(PIECE_BYTES, job.size - offset))
+            written = _copy(stream, out, left=job.size - offset)
+        if not written:
+            raise ValidationError("A piece holds at least one byte of the file.", code="empty")
         job.received = offset + written
         if job.received == job.size:
             job.status = ImportStatus.READING
@@ -89,14 +91,17 @@ def upload_piece(*, job: ImportJob, offset: int, stream) -> ImportJob:
     return job
 
 
-def _copy(stream, out, *, limit: int) -> int:
+def _copy(stream, out, *, left: int) -> int:
     written = 0
     while chunk := stream.read(64 * 1024):
         written += len(chunk)
-        if written > limit:
+        if written > PIECE_BYTES:
             raise ValidationError(
-                f"A piece is at most {PIECE_BYTES // 1_048_576} MB and ends at the file's size.",
-                code="too_big",
+                f"A piece is at most {PIECE_BYTES // 1_048_576} MB.", code="too_big"
+            )
+        if written > left:
+            raise ValidationError(
+                f"The file ends {left:,} bytes after this piece's start.", code="past_the_end"
             )
         out.write(chunk)
     return written

@@ -8,6 +8,5 @@ urlpatterns = [
     path("roles/", views.role_list, name="role_list"),
     path("roles/packs/<slug:pack>/cards.zip", views.pack_cards, name="pack_cards"),
     path("roles/<str:handle>/card.<str:extension>", views.role_card, name="role_card"),
-    path("roles/<str:handle>/avatar.png", views.role_avatar, name="role_avatar"),
     path("roles/<str:handle>/delete/", views.role_delete, name="role_delete"),
 ]

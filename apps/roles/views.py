@@ -7,7 +7,7 @@ import io
 import zipfile
 
 from django.core.exceptions import ValidationError
-from django.http import FileResponse, Http404, HttpResponse, JsonResponse
+from django.http import Http404, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
 from django.utils.text import slugify
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
@@ -78,18 +78,6 @@ def pack_cards(request, pack: str):
             archive.writestr(f"{role.handle}.png", write_card(card_document(role), _picture(role)))
     response = HttpResponse(out.getvalue(), content_type="application/zip")
     response["Content-Disposition"] = f'attachment; filename="{slugify(pack) or "pack"}.zip"'
-    return response
-
-
-@require_GET
-def role_avatar(request, handle: str):
-    """A role's picture: shown beside its messages to everyone in a room it speaks in."""
-    role = Role.objects.filter(handle=handle).exclude(avatar="").first()
-    if role is None:
-        raise Http404("No picture.")
-    response = FileResponse(role.avatar.open("rb"), content_type="image/png")
-    response["Cache-Control"] = "private, max-age=86400"
-    response["X-Content-Type-Options"] = "nosniff"
     return response
 
 

@@ -99,6 +99,7 @@ def test_a_thread_shared_by_link_is_read_live_by_a_visitor(
         "data-status", "done", timeout=20_000
     )
     page.locator(".share-menu summary").click()
+    page.get_by_role("button", name="Share a read-only link…").click()
     page.get_by_label("Show").select_option("live")
     page.get_by_role("button", name="Make a read-only link").click()
     url = page.get_by_label("The shared link").input_value()

@@ -56,9 +56,12 @@ def test_the_second_role_reads_the_cache_the_first_one_wrote(
     alice, anthropic_thread, celery_worker, emulator, settings, stagger
 ):
     settings.PARLEY_STAGGER_FANOUT = stagger
+    # The emulator's cache entry is readable once the response writing it has begun: without
+    # the stagger, the second call must arrive before that, even on a loaded machine.
+    ttft = 200 if stagger else 2000
     emulator.script(
         *(
-            Script(text=f"{h} answers.", ttft_ms=200, tokens_per_second=40, provider="anthropic")
+            Script(text=f"{h} answers.", ttft_ms=ttft, tokens_per_second=40, provider="anthropic")
             for h in ("a", "b")
         )
     )

@@ -189,3 +189,18 @@ def test_only_ones_own_roles_can_be_deleted(alice, bob, alice_client, roles):
     assert alice_client.post("/roles/director/delete/").status_code == 403
     assert alice_client.post("/roles/seraphina/delete/").status_code == 302
     assert not Role.objects.filter(handle="seraphina").exists()
+
+
+def test_a_characters_picture_shows_only_where_it_speaks(alice, bob, alice_client, roles):
+    from apps.chat.records.rooms import member_add
+    from apps.chat.records.sessions import session_create
+
+    import_cards(alice_client, ("sera.png", card_png(v3(V2))))
+    seraphina = Role.objects.get(handle="seraphina")
+    bob_client = Client()
+    bob_client.force_login(bob)
+    assert bob_client.get("/roles/seraphina/avatar.png").status_code == 404
+    session = session_create(owner=alice, name="Glade", roles=[seraphina])
+    member_add(session=session, by=alice, username="bob")
+    assert bob_client.get("/roles/seraphina/avatar.png").status_code == 200
+    assert alice_client.get("/roles/director/avatar.png").status_code == 404  # no picture

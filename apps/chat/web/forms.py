@@ -12,7 +12,7 @@ from apps.chat.records.sessions import SettingsChange
 from apps.connectors.models import McpServer
 from apps.providers.models import Credential
 from apps.roles.models import Role
-from apps.roles.selectors import default_roles
+from apps.roles.selectors import default_roles, roles_offered
 
 
 def mcp_servers_field() -> forms.ModelMultipleChoiceField:
@@ -182,7 +182,7 @@ class SessionSettingsForm(SessionSetupForm):
         queryset=Role.objects.all(), widget=forms.CheckboxSelectMultiple, label="Roles"
     )
 
-    def __init__(self, *args, session, roles, credentials, personas=None, servers=None, **kwargs):
+    def __init__(self, *args, session, credentials, personas=None, servers=None, **kwargs):
         links = {link.role_id: link for link in session.session_roles.all()}
         servers = servers if servers is not None else McpServer.objects.none()
         # Built-in tools, then every tool of the servers this user may pick, by name.
@@ -221,6 +221,8 @@ class SessionSettingsForm(SessionSetupForm):
         cast(forms.ChoiceField, self.fields["tools"]).choices = self.tool_choices
         self.role_rows = []
         order = [handle for handle in session.round_order if isinstance(handle, str)]
+        # What the owner may add, and whatever roles the session has already (another's own).
+        roles = roles_offered(session.owner, also=[link.role_id for link in links.values()])
         cast(forms.ModelMultipleChoiceField, self.fields["roles"]).queryset = roles
         for position, role in enumerate(roles, start=len(order) + 1):
             link = links.get(role.pk)

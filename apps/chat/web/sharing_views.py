@@ -21,11 +21,12 @@ from apps.chat.display.shared import (
     shared_role_speaks,
     shared_state,
 )
-from apps.chat.models import SharedLink
+from apps.chat.models import SessionRole, SharedLink
 from apps.chat.records.sharing import EXPIRY_DAYS, share_create, share_revoke, share_viewed
-from apps.chat.selectors import thread_message, transcript_messages
+from apps.chat.selectors import sessions_for_user, thread_message, transcript_messages
 from apps.chat.web.lookup import thread_for
 from apps.providers import crypto
+from apps.roles.selectors import roles_offered
 
 SHOWN_CHOICES = 200  # the newest messages offered as "up to" points
 
@@ -145,6 +146,23 @@ def shared_attachment_view(request, token, attachment):
     response["X-Content-Type-Options"] = "nosniff"
     response["Content-Security-Policy"] = "default-src 'none'; sandbox"
     return _public(response)
+
+
+@require_GET
+def role_avatar(request, handle):
+    """A role's picture, for whoever may add the role to a session or reads a session it is
+    in (another person's character shows in the rooms it speaks in, and nowhere else)."""
+    readable = sessions_for_user(user=request.user, need=Need.READ)
+    in_rooms = SessionRole.objects.filter(session__in=readable).values("role_id")
+    role = (
+        roles_offered(request.user, also=in_rooms).filter(handle=handle).exclude(avatar="").first()
+    )
+    if role is None:
+        raise Http404("No picture.")
+    response = FileResponse(role.avatar.open("rb"), content_type="image/png")
+    response["Cache-Control"] = "private, max-age=86400"
+    response["X-Content-Type-Options"] = "nosniff"
+    return response
 
 
 @login_not_required

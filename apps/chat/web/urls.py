@@ -65,6 +65,7 @@ urlpatterns = [
         name="room_remove",
     ),
     path("t/<uuid:thread>/share/", sharing_views.thread_share, name="thread_share"),
+    path("roles/<str:handle>/avatar.png", sharing_views.role_avatar, name="role_avatar"),
     path("account/shared/", sharing_views.share_list, name="share_list"),
     path(
         "account/shared/<uuid:link>/revoke/", sharing_views.share_revoke_view, name="share_revoke"

@@ -146,10 +146,6 @@ def _settings_form(request, session, data=None):
     return SessionSettingsForm(
         data,
         session=session,
-        # The owner's choice, and whatever roles the session has already (another's own).
-        roles=roles_offered(
-            request.user, also=session.session_roles.values_list("role_id", flat=True)
-        ),
         credentials=credentials_for_user(user=request.user),
         personas=personas_for_user(user=request.user),
         servers=servers_for_user(user=request.user),
