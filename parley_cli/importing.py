@@ -56,7 +56,7 @@ async def run_import(
         raise
     print(file=sys.stderr)
     report = job["report"]
-    say(f"{job['status'].capitalize()}: {len(report.get('sessions', [])):,} sessions made, "
+    say(f"{job['status'].capitalize()}: {report.get('made', 0):,} sessions made, "
         f"{report.get('already', 0):,} already imported before.")  # fmt: skip
     for broken in report.get("broken", []):
         say(f"  not imported: conversation {broken['position']} “{broken['title']}”: "

@@ -4,6 +4,7 @@ its progress counted as it goes and a cancel honoured between two conversations.
 from __future__ import annotations
 
 import logging
+import time
 import uuid
 from datetime import timedelta
 from pathlib import Path
@@ -35,6 +36,8 @@ logger = logging.getLogger(__name__)
 NEW_ROLE = "new"
 ABANDONED_AFTER = timedelta(days=1)
 PIECE_BYTES = 8 * 1024 * 1024
+PROGRESS_SECONDS = 0.5  # how often an import's progress is saved for its page
+REPORTED = 200  # sessions (and problems) named in a report; the rest are counted
 PREVIEW_TASK = "apps.imports.tasks.preview_import"
 RUN_TASK = "apps.imports.tasks.run_import"
 
@@ -204,8 +207,11 @@ def job_run(job: ImportJob) -> None:
     """Write each conversation not imported before as a session (the worker's side of
     job_start); a broken one is reported and the next one written."""
     roles: dict[str, Role] = {}
-    report: dict[str, Any] = {"sessions": [], "already": 0, "broken": [], "problems": []}
-    done = 0
+    # `made` counts the sessions; `sessions` names the first REPORTED of them (a report is
+    # saved with the progress: it must not grow with a 7,000-conversation export).
+    report: dict[str, Any] = {"made": 0, "sessions": [], "already": 0, "broken": [],
+                              "problems": []}  # fmt: skip
+    saved = time.monotonic()
     try:
         for entry in read_export(_path(job)):
             if ImportJob.objects.filter(pk=job.pk, cancel_requested=True).exists():
@@ -215,10 +221,11 @@ def job_run(job: ImportJob) -> None:
                 report["broken"].append({"position": entry.position, "title": entry.title,
                                          "reason": entry.broken})  # fmt: skip
                 continue
-            made = _import_one(job, entry.conversation, entry.format, roles, report)
-            done += made
-            if made:
+            _import_one(job, entry.conversation, entry.format, roles, report)
+            if time.monotonic() - saved >= PROGRESS_SECONDS:  # the bar moves; the row stays small
+                done = report["made"] + report["already"]
                 ImportJob.objects.filter(pk=job.pk).update(done=done, report=report)
+                saved = time.monotonic()
     except UnreadableFile as exc:
         _finish(job, ImportStatus.DONE, report=report, error=str(exc))
         return
@@ -228,10 +235,10 @@ def job_run(job: ImportJob) -> None:
 def _import_one(
     job: ImportJob, found: SourceConversation, source: str, roles: dict[str, Role],
     report: dict[str, Any],
-) -> int:  # fmt: skip
+) -> None:  # fmt: skip
     if ImportedConversation.objects.filter(owner=job.owner, key=found.key).exists():
         report["already"] += 1
-        return 0
+        return
     for voice in found.voices:
         if voice not in roles:
             roles[voice] = _role_for(job, voice, source)
@@ -265,11 +272,14 @@ def _import_one(
             )
     except IntegrityError:  # the same conversation, imported at this moment by another job
         report["already"] += 1
-        return 0
-    report["sessions"].append({"id": str(written.session.public_id), "name": written.session.name,
-                               "messages": written.messages})  # fmt: skip
-    report["problems"].extend(f"{found.title}: {p}" for p in written.problems)
-    return 1
+        return
+    report["made"] += 1
+    if len(report["sessions"]) < REPORTED:
+        report["sessions"].append({"id": str(written.session.public_id),
+                                   "name": written.session.name,
+                                   "messages": written.messages})  # fmt: skip
+    problems = report["problems"]
+    problems.extend(f"{found.title}: {p}" for p in written.problems[: REPORTED - len(problems)])
 
 
 def _role_for(job: ImportJob, voice: str, source: str) -> Role:
@@ -289,6 +299,7 @@ def _finish(job: ImportJob, status: str, *, report: dict | None = None, error: s
     fields: dict[str, Any] = {"status": status, "finished_at": timezone.now(), "error": error}
     if report is not None:
         fields["report"] = report
+        fields["done"] = report["made"] + report["already"]
     ImportJob.objects.filter(pk=job.pk).update(**fields, file="")
     if job.file.name:
         default_storage.delete(job.file.name)

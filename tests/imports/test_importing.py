@@ -75,7 +75,7 @@ def test_a_chatgpt_export_is_previewed_then_imported_with_its_branches(
     response = alice_client.post(f"/account/import/{job.public_id}/start/", {"role_0": "new"})
     assert response.status_code == 302
     job = settled(job, "done")
-    assert job.done == 2 and len(job.report["sessions"]) == 2
+    assert job.done == 2 and job.report["made"] == len(job.report["sessions"]) == 2
 
     session = Session.objects.get(public_id=job.report["sessions"][0]["id"])
     assert session.owner == alice and session.name == "Lisbon trip"
