@@ -7,13 +7,14 @@ import re
 
 from apps.providers.crypto import scrub
 
-# Paths that carry a secret: an invite link (`/join/<token>/`).
-SECRET_PATH = re.compile(r"(/join/)[^/\s?#\"']+")
+# Paths that carry a secret: an invite link (`/join/<token>/`), a shared thread's link
+# (`/shared/<token>/…`).
+SECRET_PATH = re.compile(r"(/join/|/shared/)[^/\s?#\"']+")
 
 
 def redact_paths(text: str) -> str:
     """`text` with the secret part of every such path replaced by `[token]`."""
-    return SECRET_PATH.sub(r"\1[token]", text) if "/join/" in text else text
+    return SECRET_PATH.sub(r"\1[token]", text) if "/join/" in text or "/shared/" in text else text
 
 
 class ScrubbingFormatter(logging.Formatter):

@@ -189,3 +189,11 @@ def test_a_live_pages_look_sends_nothing_when_nothing_changed(shared_room, alice
     message_post(thread=shared_room, author=alice, text="@director news")
     changed = client_for().get(f"{path}transcript/?v={version}")
     assert changed.status_code == 200 and "news" in changed.content.decode()
+
+
+def test_a_shared_links_token_is_kept_out_of_the_logs():
+    from config.logs import redact_paths
+
+    line = '127.0.0.1:5 - - [x] "GET /shared/Tok-123_xyz/transcript/?v=ab" 200 9'
+    assert redact_paths(line) == '127.0.0.1:5 - - [x] "GET /shared/[token]/transcript/?v=ab" 200 9'
+    assert redact_paths("Not Found: /shared/Tok-123_xyz/") == "Not Found: /shared/[token]/"
