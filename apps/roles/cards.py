@@ -82,7 +82,7 @@ def read_card(data: bytes, filename: str) -> Card:
     colour = _text(own.get("colour"))
     return Card(
         name=name,
-        description=" ".join(_text(fields.get("description")).split())[:200],
+        description=filled(" ".join(_text(fields.get("description")).split()), name)[:200],
         # A card Parley wrote carries the role's persona as it was: it comes back the same.
         persona=_text(own.get("persona")) or persona_of(name, fields),
         notes=_text(fields.get("creator_notes")),
@@ -142,7 +142,11 @@ def persona_of(name: str, fields: dict[str, Any]) -> str:
     closing = _text(fields.get("post_history_instructions")).strip()
     if closing:
         parts.append(closing)
-    text = "\n\n".join(parts)
+    return filled("\n\n".join(parts), name)
+
+
+def filled(text: str, name: str) -> str:
+    """A card's placeholders as Parley has no template for them: the character and the person."""
     return text.replace("{{char}}", name).replace("{{user}}", "the person you talk with")
 
 

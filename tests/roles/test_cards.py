@@ -204,3 +204,10 @@ def test_a_characters_picture_shows_only_where_it_speaks(alice, bob, alice_clien
     member_add(session=session, by=alice, username="bob")
     assert bob_client.get("/roles/seraphina/avatar.png").status_code == 200
     assert alice_client.get("/roles/director/avatar.png").status_code == 404  # no picture
+
+
+def test_a_cards_short_description_has_its_placeholders_filled(alice, alice_client):
+    import_cards(alice_client, ("seraphina.json", json.dumps(V2).encode()))
+    assert Role.objects.get(handle="seraphina").description == (
+        "Seraphina is a guardian of the forest glade."
+    )
