@@ -105,9 +105,7 @@ def send_piece(request, import_id: UUID):
     try:
         job = services.upload_piece(job=job, offset=offset, stream=request)
     except ValidationError as exc:
-        status = {"offset": 409, "past_the_end": 409, "too_big": 413, "empty": 400}.get(
-            exc.code or "", 422
-        )
+        status = services.PIECE_REFUSALS.get(exc.code or "", 422)
         raise Refused(status, " ".join(exc.messages), "offset") from None
     return import_out(job)
 

@@ -36,6 +36,9 @@ logger = logging.getLogger(__name__)
 NEW_ROLE = "new"
 ABANDONED_AFTER = timedelta(days=1)
 PIECE_BYTES = 8 * 1024 * 1024
+# Why a piece was refused, as an HTTP status: not the next piece, or past the file's end (409:
+# the sender resumes from `received`), too big (413), empty (400); anything else is a 422.
+PIECE_REFUSALS = {"offset": 409, "past_the_end": 409, "too_big": 413, "empty": 400}
 PROGRESS_SECONDS = 0.5  # how often an import's progress is saved for its page
 REPORTED = 200  # sessions (and problems) named in a report; the rest are counted
 PREVIEW_TASK = "apps.imports.tasks.preview_import"

@@ -63,9 +63,7 @@ def import_piece(request, job):
     except ValueError:
         return JsonResponse({"detail": "Say where the piece starts: ?offset=…"}, status=400)
     except ValidationError as exc:
-        status = {"offset": 409, "past_the_end": 409, "too_big": 413, "empty": 400}.get(
-            exc.code or "", 422
-        )
+        status = services.PIECE_REFUSALS.get(exc.code or "", 422)
         job.refresh_from_db()
         return JsonResponse({"detail": " ".join(exc.messages), **_upload_state(job)}, status=status)
     return JsonResponse(_upload_state(job))
