@@ -295,14 +295,21 @@ def wait_worker_idle(timeout: float = 15, *, settled: bool = True) -> None:
     from apps.chat.council.dispatch import wait_for_sends
     from apps.chat.models import IN_FLIGHT, Message
 
+    from apps.chat.display import events
+    from apps.chat.live import hub
+
     wait_for_sends()
     deadline = time.monotonic() + timeout
     quiet = 0
     while quiet < 3:  # idle on three looks in a row: a settle's follow-up task has been sent
+        streams = hub._hub
         busy = (
             (settled and Message.objects.filter(status__in=IN_FLIGHT).exists())
             or worker_state.active_requests
             or worker_state.reserved_requests
+            # The counts settled replies changed are read up to a second later: a read still
+            # to come races the flush that ends a test (a deadlock on PostgreSQL's TRUNCATE).
+            or (streams is not None and streams.counts_pending)
         )
         quiet = 0 if busy else quiet + 1
         if busy and time.monotonic() > deadline:
@@ -310,6 +317,8 @@ def wait_worker_idle(timeout: float = 15, *, settled: bool = True) -> None:
             raise RuntimeError(f"The worker was still busy after {timeout} s.")
         time.sleep(0.05)
         wait_for_sends()
+    if events._announcer is not None:
+        events._announcer.drain()  # its reads, too, before the flush
 
 
 class LiveServer:
