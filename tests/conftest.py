@@ -283,6 +283,13 @@ def celery_worker(celery_worker_session, transactional_db):
     # A task goes on after settling its message (the final push, the next stage of the turn):
     # wait for the worker to be idle too, or the next test's flush would race its queries.
     wait_worker_idle(timeout=15)
+    quiet_before_the_flush()
+
+
+def _forget_counts(streams) -> bool:
+    """Drop the hub's counts still to read; True while a read of them is under way."""
+    streams.counts_due.clear()
+    return streams._counting
 
 
 def wait_worker_idle(timeout: float = 15, *, settled: bool = True) -> None:
@@ -295,21 +302,14 @@ def wait_worker_idle(timeout: float = 15, *, settled: bool = True) -> None:
     from apps.chat.council.dispatch import wait_for_sends
     from apps.chat.models import IN_FLIGHT, Message
 
-    from apps.chat.display import events
-    from apps.chat.live import hub
-
     wait_for_sends()
     deadline = time.monotonic() + timeout
     quiet = 0
     while quiet < 3:  # idle on three looks in a row: a settle's follow-up task has been sent
-        streams = hub._hub
         busy = (
             (settled and Message.objects.filter(status__in=IN_FLIGHT).exists())
             or worker_state.active_requests
             or worker_state.reserved_requests
-            # The counts settled replies changed are read up to a second later: a read still
-            # to come races the flush that ends a test (a deadlock on PostgreSQL's TRUNCATE).
-            or (streams is not None and streams.counts_pending)
         )
         quiet = 0 if busy else quiet + 1
         if busy and time.monotonic() > deadline:
@@ -317,8 +317,24 @@ def wait_worker_idle(timeout: float = 15, *, settled: bool = True) -> None:
             raise RuntimeError(f"The worker was still busy after {timeout} s.")
         time.sleep(0.05)
         wait_for_sends()
+
+
+def quiet_before_the_flush(timeout: float = 15) -> None:
+    """After a test's worker has gone idle: the counts settled replies changed are read on a
+    later tick, and the announcer may still be rendering — reads that would race the flush
+    ending the test (a deadlock with PostgreSQL's TRUNCATE). Nobody is left to show the counts
+    to: drop them, let a read under way finish, and let the announcer drain."""
+    from apps.chat.display import events
+    from apps.chat.live import hub
+
+    deadline = time.monotonic() + timeout
+    streams = hub._hub
+    while streams is not None and _forget_counts(streams):
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"The hub was still reading counts after {timeout} s.")
+        time.sleep(0.02)
     if events._announcer is not None:
-        events._announcer.drain()  # its reads, too, before the flush
+        events._announcer.drain(timeout)
 
 
 class LiveServer:
