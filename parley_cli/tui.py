@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import shlex
+from contextlib import suppress
 from pathlib import Path
 
 from rich.markdown import Markdown
@@ -14,6 +15,7 @@ from rich.markup import escape
 from textual import on, work
 from textual.app import App, ComposeResult
 from textual.containers import Horizontal, VerticalScroll
+from textual.css.query import NoMatches
 from textual.screen import Screen
 from textual.suggester import Suggester
 from textual.widgets import Footer, Header, Input, OptionList, Static
@@ -230,7 +232,8 @@ class ParleyChat(App):
         budget = self.session.get("turn_token_budget") or 0
         limit = f"budget {budget:,} tokens a turn" if budget else ""
         line = " · ".join(part for part in [*parts, self.rounds, limit, self.link] if part)
-        self.query_one("#status", Static).update(line)
+        with suppress(NoMatches):  # the app is closing: an answer came after its screen went
+            self.query_one("#status", Static).update(line)
 
     @work(exclusive=True, group="status")
     async def refresh_thread_soon(self) -> None:
@@ -247,7 +250,11 @@ class ParleyChat(App):
             return
         rounds = status["rounds"]
         self.rounds = f"round {rounds['round']}/{rounds['rounds']}" if rounds else ""
-        queue = self.query_one("#queue", Static)
+        try:
+            queue = self.query_one("#queue", Static)
+        except NoMatches:
+            return  # the app closed while the server answered
+
         items = status["queue"]
         queue.set_class(bool(items), "shown")
         queue.update(
