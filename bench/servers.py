@@ -171,6 +171,10 @@ def prepare(parley: Parley, upstream: str, count: int) -> list[str]:
     threads = [str(thread_create(session=session).public_id) for _ in range(count)]
     from django.db import connections
 
+    from apps.chat.display.events import announcer
+
+    announcer().drain(300)  # the sidebars' pushes for those threads, rendered here, not later
+
     connections.close_all()
     return threads
 

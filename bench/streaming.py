@@ -40,6 +40,7 @@ import aiohttp
 from yarl import URL
 
 from bench.busy import busy_host
+from bench.peer import OpenWebUI
 from bench.procs import cpu_seconds, name_of, profiled, pss_mb, rss_mb
 from bench.servers import Floor, Parley, browser_login, prepare
 
@@ -168,7 +169,11 @@ async def run_level(server, emulator, threads, count: int, interval_ms: int, tok
             async with http.get(f"{server.url}/t/{threads[0]}/") as response:
                 await response.text()
             csrf = jar.filter_cookies(URL(server.url))["csrftoken"].value
-        tasks = [asyncio.create_task(run_stream(http, server, s, start, csrf)) for s in streams]
+        if hasattr(server, "stream_reply"):  # the peer: its own API, no page or socket
+            tasks = [asyncio.create_task(server.stream_reply(http, s, start)) for s in streams]
+        else:
+            tasks = [asyncio.create_task(run_stream(http, server, s, start, csrf))
+                     for s in streams]  # fmt: skip
         await asyncio.sleep(1.0 + count / 100)  # every socket open and synced
         folder, label = profile or (None, "")
         with profiled(pids, folder, label):
@@ -236,49 +241,61 @@ FIGURES = [
 ]  # fmt: skip
 
 
-def compare(parley: Result, floor: Result) -> list[str]:
-    """One row per figure: Parley, the floor and their ratio."""
+def ratio(ours: float, theirs: float) -> str:
+    if theirs != theirs or ours != ours or theirs <= 0:  # NaN or zero
+        return "-"
+    return f"{ours / theirs:.2f}x"
 
-    def ratio(ours: float, theirs: float) -> str:
-        if theirs != theirs or ours != ours or theirs <= 0:  # NaN or zero
-            return "-"
-        return f"{ours / theirs:.1f}x"
+
+def compare(parley: Result, floor: Result, peer: Result | None = None) -> list[str]:
+    """One row per figure: Parley, the floor and their ratio (and, with a peer, the peer's
+    figure and Parley's against it)."""
+
+    def row(name: str, ours: float, theirs: float, its: float | None, unit: str) -> str:
+        cells = f"| {label} | {name} | {ours:,.1f}{unit} | {theirs:,.1f}{unit} | "
+        cells += ratio(ours, theirs) + " |"
+        if its is not None:
+            cells += f" {its:,.1f}{unit} | {ratio(ours, its)} |"
+        return cells
 
     label = f"{parley.streams} x {parley.tokens} tok @ {parley.interval_ms} ms"
     rows = []
     for name, attr, share in FIGURES:
-        ours, theirs = (
-            percentile(getattr(parley, attr), share / 100),
-            percentile(getattr(floor, attr), share / 100),
-        )
-        rows.append(f"| {label} | {name} | {ours:,.1f} ms | {theirs:,.1f} ms "
-                    f"| {ratio(ours, theirs)} |")  # fmt: skip
+        rows.append(row(name, *(
+            percentile(getattr(result, attr), share / 100) if result else None
+            for result in (parley, floor, peer)
+        ), " ms"))  # fmt: skip
     split = ", ".join(f"{kind} {ms:,.0f}" for kind, ms in sorted(parley.cpu_by_process.items()))
-    rows.append(f"| {label} | CPU per reply ({split}) | {parley.cpu_per_reply_ms:,.0f} ms "
-                f"| {floor.cpu_per_reply_ms:,.0f} ms "
-                f"| {ratio(parley.cpu_per_reply_ms, floor.cpu_per_reply_ms)} |")  # fmt: skip
-    rows.append(f"| {label} | tokens/s | {parley.tokens_per_second:,.0f} "
-                f"| {floor.tokens_per_second:,.0f} "
-                f"| {ratio(floor.tokens_per_second, parley.tokens_per_second)} |")  # fmt: skip
-    rows.append(
-        f"| {label} | finished / exact | {parley.finished} / {parley.exact} of "
-        f"{parley.replies or parley.streams} | {floor.finished} / {floor.exact} of "
-        f"{floor.replies or floor.streams} | |"
-    )
+    rows.append(row(f"CPU per reply ({split})", parley.cpu_per_reply_ms,
+                    floor.cpu_per_reply_ms, peer.cpu_per_reply_ms if peer else None,
+                    " ms"))  # fmt: skip
+    # tokens/s: higher is better, so the ratio is theirs over ours like the others' "x slower"
+    tps = [r.tokens_per_second if r else None for r in (parley, floor, peer)]
+    cells = f"| {label} | tokens/s | {tps[0]:,.0f} | {tps[1]:,.0f} | {ratio(tps[1], tps[0])} |"
+    if peer:
+        cells += f" {tps[2]:,.0f} | {ratio(tps[2], tps[0])} |"
+    rows.append(cells)
+    cells = " | ".join(f"{r.finished} / {r.exact} of {r.replies or r.streams}"
+                       for r in (parley, floor, peer) if r)  # fmt: skip
+    rows.append(f"| {label} | finished / exact | {cells} | |" + (" |" if peer else ""))
     return rows
 
 
 HEADER = ["| load | figure | Parley | floor | ratio |", "|---|---|---:|---:|---:|"]
+PEER_HEADER = ["| load | figure | Parley | floor | ratio | Open WebUI | Parley / Open WebUI |",
+               "|---|---|---:|---:|---:|---:|---:|"]  # fmt: skip
 
 
-async def measure_loads(args, loads, parley, floor, emulator, threads) -> list[str]:
-    """Each load on Parley and on the floor, side by side (interleaved): the table's rows."""
+async def measure_loads(args, loads, servers, emulator, threads) -> list[str]:
+    """Each load on Parley, the floor (and the peer), side by side (interleaved): the table's
+    rows."""
     rows: list[str] = []
+    parley = servers[0]
     for count, interval, tokens in loads:
         # One reply is one sample: the single-stream loads run `--repeat` times.
         repeat = args.repeat if count == 1 else 1
         pair = []
-        for server in (parley, floor):
+        for server in servers:
             runs = []
             for n in range(repeat):
                 label = f"{count}x{tokens}-{interval}ms-{n}"
@@ -301,20 +318,24 @@ async def main_async(args) -> None:
     with tempfile.TemporaryDirectory(prefix="parley-bench-") as scratch:
         parley = Parley(Path(scratch), production=args.production)
         floor = Floor(Path(scratch), upstream)
+        servers = [parley, floor]
+        if args.open_webui:
+            servers.append(OpenWebUI(Path(scratch), upstream, args.open_webui))
         try:
-            await parley.wait_ready()
-            await floor.wait_ready()
+            for server in servers:
+                await server.wait_ready()
             most = max(args.streams)
-            threads = {
-                parley.name: await asyncio.to_thread(prepare, parley, upstream, most),
-                floor.name: floor.threads(most),
-            }
+            threads = {server.name: server.threads(most) for server in servers[1:]}
+            threads[parley.name] = await asyncio.to_thread(prepare, parley, upstream, most)
             await asyncio.sleep(2)
             pids = [*parley.pids(), parley.process.pid]
             print(f"Idle memory, all processes: PSS {pss_mb(pids):.0f} MB, RSS "
                   f"{rss_mb(pids):.0f} MB (without the launcher: PSS {pss_mb(pids[:-1]):.0f} MB)",
                   flush=True)  # fmt: skip
-            for server in (parley, floor):  # unmeasured: imports, caches, connections of
+            for server in servers[2:]:
+                print(f"Idle memory, {server.name}: PSS {pss_mb(server.pids()):.0f} MB, "
+                      f"RSS {rss_mb(server.pids()):.0f} MB", flush=True)  # fmt: skip
+            for server in servers:  # unmeasured: imports, caches, connections of
                 for _ in range(3):  # every process (several streams reach each of them)
                     await run_level(server, emulator, threads[server.name], 8, 0, 20, 0)
             # The fixed cost of a reply first (one token), then the loads.
@@ -325,9 +346,9 @@ async def main_async(args) -> None:
             ]
             rows = []
             with busy_host(args.busy):
-                rows = await measure_loads(args, loads, parley, floor, emulator, threads)
+                rows = await measure_loads(args, loads, servers, emulator, threads)
             print()
-            print("\n".join(HEADER + rows))
+            print("\n".join((PEER_HEADER if args.open_webui else HEADER) + rows))
             busy = f"; {args.busy} CPU hogs running" if args.busy else ""
             print(
                 f"\nUpstream: {args.ttft} ms to the first token; "
@@ -339,8 +360,8 @@ async def main_async(args) -> None:
             if problems:
                 print("\nWhat the server logged (first 10 kinds):", *problems[:10], sep="\n")
         finally:
-            parley.stop()
-            floor.stop()
+            for server in servers:
+                server.stop()
             emulator.stop()
 
 
@@ -362,6 +383,10 @@ def main() -> None:
     parser.add_argument(
         "--profile", type=Path, metavar="FOLDER",
         help="py-spy samples each of Parley's processes through each load, into FOLDER",
+    )  # fmt: skip
+    parser.add_argument(
+        "--open-webui", type=Path, metavar="EXECUTABLE",
+        help="also run Open WebUI (its `open-webui` command, installed apart) side by side",
     )  # fmt: skip
     asyncio.run(main_async(parser.parse_args()))
 
