@@ -33,6 +33,7 @@ import re
 import tempfile
 import time
 import uuid
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -208,6 +209,9 @@ async def run_level(server, emulator, threads, count: int, interval_ms: int, tok
         if record and record.ended and stream.settled_at:
             result.tail_ms.append((stream.settled_at - record.ended) * 1000)
     delivered = sum(len(s.text) // len(word) for s in streams)
+    unfinished = Counter(s.status or "no answer" for s in streams if s.status != "done")
+    if unfinished:
+        print(f"{server.name}, {count} streams: not done: {dict(unfinished)}", flush=True)
     result.tokens_per_second = delivered / seconds if seconds else 0
     result.cpu_per_reply_ms = cpu / count * 1000
     for pid, used in each.items():

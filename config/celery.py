@@ -20,7 +20,7 @@ _sweeps_stop = threading.Event()
 
 def recover_replies_once() -> None:
     """Replies a worker left unfinished (it died, or the broker lost its tasks)."""
-    from django.db import connections
+    from django.db import close_old_connections
 
     from apps.chat.council.replies import replies_recover
 
@@ -30,7 +30,9 @@ def recover_replies_once() -> None:
         logger.exception("Could not recover unfinished replies")
         return
     finally:
-        connections.close_all()  # this thread lives on; do not hold a connection for it
+        # This thread lives on: a pooled connection goes back (PostgreSQL); SQLite's is kept,
+        # as every thread keeps its own (opening the file costs more than the look).
+        close_old_connections()
     if restarted:
         logger.warning("Restarted %d unfinished replies", len(restarted))
 
