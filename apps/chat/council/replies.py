@@ -8,7 +8,7 @@ from typing import Any
 
 from django.core.exceptions import ValidationError
 from django.db import connection, transaction
-from django.db.models import F, Q
+from django.db.models import F
 from django.db.models.functions import Greatest
 from django.utils import timezone
 
