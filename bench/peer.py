@@ -5,7 +5,9 @@ Parley's dependencies: `python -m venv V && V/bin/pip install open-webui`, then 
 
 A client streams a reply as Open WebUI's browser page does (its socket.io protocol spoken
 directly over a websocket): a tab's socket, a chat, the completion request, its events, and
-the two requests the page sends once the reply is done.
+the two requests the page sends once the reply is done. As its page does by default, the
+first message of a chat asks for a title, tags and follow-up questions (three more model
+calls, answered by the emulator's short default reply); `--open-webui-light` turns them off.
 """
 
 from __future__ import annotations
@@ -29,7 +31,9 @@ class OpenWebUI:
     name = "Open WebUI"
     credentials = None
 
-    def __init__(self, workdir: Path, upstream: str, executable: Path) -> None:
+    def __init__(self, workdir: Path, upstream: str, executable: Path, *, tasks: bool) -> None:
+        self.tasks = tasks
+        self.model_calls = 4 if tasks else 1  # the reply, then a title, tags and follow-ups
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.workdir = workdir / "open-webui"
@@ -114,8 +118,10 @@ class OpenWebUI:
         body = {
             "model": self.model, "stream": True, "messages": messages, "chat_id": chat_id,
             "id": reply_id, "parent_id": user_id, "session_id": session_id,
-            "background_tasks": {"title_generation": False, "tags_generation": False,
-                                 "follow_up_generation": False},
+            # What its page asks for with a chat's first message, unless a person has turned
+            # them off in their settings: each is one more request to the model.
+            "background_tasks": {"title_generation": self.tasks, "tags_generation": self.tasks,
+                                 "follow_up_generation": self.tasks},
         }  # fmt: skip
         stream.posted_at = time.monotonic()
         async with http.post(f"{self.url}/api/chat/completions", json=body,

@@ -150,15 +150,17 @@ async def run_level(server, emulator, threads, count: int, interval_ms: int, tok
     expected = word * tokens
     rate = 1000 / interval_ms if interval_ms else 0
     emulator.reset()
-    emulator.script(
-        *[Script(text=expected, chunk_chars=len(word), tokens_per_second=rate, ttft_ms=ttft_ms)
-          for _ in range(count)]
-    )  # fmt: skip
     run = uuid.uuid4().hex[:8]
     streams = [
         Stream(thread, f"Stream {n} at {interval_ms} ms, run {run}")
         for n, thread in enumerate(threads[:count])
     ]
+    # Each stream's reply answers its own prompt: whatever else a server asks the model (Open
+    # WebUI's title, tags and follow-ups) gets the emulator's short default reply.
+    emulator.script(
+        *[Script(text=expected, chunk_chars=len(word), tokens_per_second=rate, ttft_ms=ttft_ms,
+                 match=stream.prompt) for stream in streams]
+    )  # fmt: skip
     pids = server.pids()
     start = asyncio.Event()
     jar = aiohttp.CookieJar(unsafe=True)
@@ -182,6 +184,7 @@ async def run_level(server, emulator, threads, count: int, interval_ms: int, tok
             began = time.monotonic()
             start.set()
             await asyncio.wait(tasks, timeout=300)
+            await _model_calls_done(emulator, count * getattr(server, "model_calls", 1))
             seconds = time.monotonic() - began
             each = {pid: cpu_seconds([pid]) - before for pid, before in each_before.items()}
             cpu = sum(each.values())
@@ -191,7 +194,7 @@ async def run_level(server, emulator, threads, count: int, interval_ms: int, tok
         body = json.dumps(record.body, ensure_ascii=False)
         for stream in streams:
             if stream.prompt in body:
-                requests[stream.prompt] = record
+                requests.setdefault(stream.prompt, record)  # the reply's, not a later task's
     for stream in streams:
         record = requests.get(stream.prompt)
         if stream.settled_at is not None:
@@ -218,6 +221,16 @@ async def run_level(server, emulator, threads, count: int, interval_ms: int, tok
         kind = name_of(pid)
         result.cpu_by_process[kind] = result.cpu_by_process.get(kind, 0) + used / count * 1000
     return result
+
+
+async def _model_calls_done(emulator, expected: int) -> None:
+    """Wait (up to 30 s) for the model calls a server makes after a reply has shown (Open
+    WebUI's title, tags and follow-ups), so their CPU counts in the reply's."""
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and (
+        len(emulator.requests) < expected or any(r.ended is None for r in emulator.requests)
+    ):
+        await asyncio.sleep(0.05)
 
 
 def merged(runs: list[Result]) -> Result:
@@ -324,7 +337,8 @@ async def main_async(args) -> None:
         floor = Floor(Path(scratch), upstream)
         servers = [parley, floor]
         if args.open_webui:
-            servers.append(OpenWebUI(Path(scratch), upstream, args.open_webui))
+            servers.append(OpenWebUI(Path(scratch), upstream, args.open_webui,
+                                     tasks=not args.open_webui_light))  # fmt: skip
         try:
             for server in servers:
                 await server.wait_ready()
@@ -391,6 +405,10 @@ def main() -> None:
     parser.add_argument(
         "--open-webui", type=Path, metavar="EXECUTABLE",
         help="also run Open WebUI (its `open-webui` command, installed apart) side by side",
+    )  # fmt: skip
+    parser.add_argument(
+        "--open-webui-light", action="store_true",
+        help="Open WebUI without the title, tags and follow-ups its page asks for by default",
     )  # fmt: skip
     asyncio.run(main_async(parser.parse_args()))
 

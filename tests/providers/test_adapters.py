@@ -216,8 +216,15 @@ async def sdk_parse(emulator, req: ChatRequest) -> tuple[str, list[tuple[str, st
         Script(text="", tool_calls=[{"name": "get_weather", "arguments": {"city": "Oslo"}},
                                     {"name": "get_weather", "arguments": {"city": "Rome"}}]),
         Script(text="x" * 5000, chunk_chars=700),
+        # One event's line far over aiohttp's own 128 KiB `readline` limit.
+        Script(text="y" * 300_000, chunk_chars=300_000),
+        # Events one by one, each its own read, as a paced model sends them.
+        Script(text="word " * 40, chunk_chars=5, tokens_per_second=400),
+        # A gzip-encoded stream (a proxy's doing) is read through the SDK, which decodes it.
+        Script(text="Compressed, and still word for word.", compress=True),
     ],
-    ids=["text", "blocks-and-cache", "max-tokens", "two-tool-calls", "big-chunks"],
+    ids=["text", "blocks-and-cache", "max-tokens", "two-tool-calls", "big-chunks",
+         "a-300-kb-line", "paced", "gzip"],
 )  # fmt: skip
 async def test_the_openai_raw_event_path_matches_the_sdks_own_parse(script, emulator):
     """The adapter reads the SSE events itself (cheaper than a model object per chunk); what it

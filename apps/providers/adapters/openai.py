@@ -10,7 +10,12 @@ import httpx2
 import openai
 import orjson
 
-from apps.providers.adapters.clients import aiohttp_transport, client_key, client_scope
+from apps.providers.adapters.clients import (
+    aiohttp_transport,
+    client_key,
+    client_scope,
+    response_lines,
+)
 from apps.providers.adapters.translate import to_openai
 from apps.providers.description import (
     DescribedAdapter,
@@ -100,11 +105,11 @@ async def _events(response) -> AsyncIterator[dict[str, Any]]:
     The SDK's own stream builds a model object per chunk (about ten times the cost of this on
     the hot path); the SDK still makes the request: auth, base URL, HTTP errors.
     """
-    async for line in response.iter_lines():
-        if not line.startswith("data:"):
+    async for line in response_lines(response):
+        if not line.startswith(b"data:"):
             continue  # blank separators, comments, `event:` lines
         data = line[5:].strip()
-        if data == "[DONE]":
+        if data == b"[DONE]":
             return
         try:
             chunk = orjson.loads(data)

@@ -44,6 +44,7 @@ class Script:
     resumes: bool = False
     match: str = ""
     provider: str = ""  # "", "anthropic", "openai" or "gemini"
+    compress: bool = False  # the stream gzip-encoded, as a proxy in front of a provider may
 
 
 @dataclass
@@ -168,6 +169,8 @@ class EmulatorCore:
         response = web.StreamResponse(
             headers={"content-type": "text/event-stream", "request-id": f"req_{uuid.uuid4().hex}"}
         )
+        if script.compress:
+            response.enable_compression(web.ContentCoding.gzip)
         await response.prepare(request)
         record.first_byte = time.monotonic()
         return response
