@@ -49,4 +49,3 @@ def test_closing_a_channel_ends_its_blocked_poll_at_once_and_keeps_the_message_w
         assert got and got[0] is not None and got[0].body == b"still here"
         other.queue_delete(name)
         other.close()
-
