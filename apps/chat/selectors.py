@@ -351,6 +351,8 @@ def attachments_waiting(*, owner, thread: Thread, ids: list[str]) -> list[Attach
             wanted.append(str(uuid.UUID(str(value))))
         except ValueError:
             continue
+    if not wanted:  # most messages: no query at all
+        return []
     found = {
         str(attachment.public_id): attachment
         for attachment in Attachment.objects.filter(

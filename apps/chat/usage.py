@@ -129,11 +129,11 @@ def _per_model(replies: QuerySet[Message], **annotations: Any) -> list[dict[str,
     return [dict(row) for row in grouped]
 
 
-def usage_totals(replies: QuerySet[Message]) -> UsageSummary:
+def usage_totals(replies: QuerySet[Message], prices: PriceTable | None = None) -> UsageSummary:
     """Token counts, timings and cost summed by the database over finished replies, in one
     query grouped by provider and model (the price table prices each group)."""
     rows = _per_model(replies, **_usage_annotations())
-    return _usage_summary(rows, prices=PriceTable() if rows else None)
+    return _usage_summary(rows, prices=prices or PriceTable())
 
 
 def session_and_thread_usage(
@@ -145,7 +145,7 @@ def session_and_thread_usage(
 
 
 def session_and_threads_usage(
-    *, session: Session, thread_ids: list[int]
+    *, session: Session, thread_ids: list[int], prices: PriceTable | None = None
 ) -> tuple[UsageSummary, dict[int, UsageSummary]]:
     """The session's totals and some of its threads' own, in one query grouped by provider,
     model and thread: a session's and its threads' lines after replies settle, not one
@@ -157,7 +157,7 @@ def session_and_threads_usage(
         .annotate(**_usage_annotations())
         .order_by()
     ]
-    prices = PriceTable() if rows else None
+    prices = prices or PriceTable()
     return _usage_summary(rows, prices=prices), {
         thread_id: _usage_summary([r for r in rows if r["thread_id"] == thread_id], prices=prices)
         for thread_id in thread_ids
@@ -185,8 +185,9 @@ def thread_usage(*, thread: Thread) -> UsageSummary:
 
 
 def last_turn_usage(
-    *, session: Session | None = None, thread: Thread | None = None
-) -> UsageSummary:
+    *, session: Session | None = None, thread: Thread | None = None,
+    prices: PriceTable | None = None,
+) -> UsageSummary:  # fmt: skip
     """The totals of every settled reply of the latest turn (of the thread, else of the
     session): what the last message cost, however many roles answered it."""
     turns = (
@@ -195,17 +196,18 @@ def last_turn_usage(
         else Turn.objects.filter(thread__session=session)
     )
     latest = turns.order_by("-pk").values("pk")[:1]
-    return usage_totals(_finished_replies(turn_id__in=latest))
+    return usage_totals(_finished_replies(turn_id__in=latest), prices)
 
 
 def recent_usage(
-    *, session: Session | None = None, thread: Thread | None = None, count: int = RECENT_REPLIES
-) -> UsageSummary:
+    *, session: Session | None = None, thread: Thread | None = None, count: int = RECENT_REPLIES,
+    prices: PriceTable | None = None,
+) -> UsageSummary:  # fmt: skip
     """The same over the `count` most recently settled replies: rolling averages that follow
     a provider or model switch instead of averaging the whole history."""
     scope = {"thread": thread} if thread is not None else {"thread__session": session}
     latest = _finished_replies(**scope).order_by("-finished_at", "-pk").values("pk")[:count]
-    return usage_totals(_finished_replies(pk__in=latest))
+    return usage_totals(_finished_replies(pk__in=latest), prices)
 
 
 @dataclass(frozen=True)
@@ -233,7 +235,7 @@ class ThreadFigures:
 
 
 def threads_figures(
-    *, thread_ids: list[int], count: int = RECENT_REPLIES
+    *, thread_ids: list[int], count: int = RECENT_REPLIES, prices: PriceTable | None = None
 ) -> dict[int, ThreadFigures]:
     """Each thread's last turn, most recent replies and models, for many threads in four
     queries whatever their number (the usage lines after replies settle)."""
@@ -270,7 +272,7 @@ def threads_figures(
         .annotate(first=Min("seq"), last=Max("seq"), n=Count("pk"))
         .order_by("thread_id", "first")
     )
-    prices = PriceTable() if turn_rows or recent_rows else None
+    prices = prices or PriceTable()
 
     def rows_of(rows: list[dict[str, Any]], thread_id: int) -> list[dict[str, Any]]:
         return [row for row in rows if row["thread_id"] == thread_id]
@@ -289,6 +291,11 @@ def threads_figures(
     }
 
 
-def session_figures(*, session: Session) -> tuple[UsageSummary, UsageSummary]:
+def session_figures(
+    *, session: Session, prices: PriceTable | None = None
+) -> tuple[UsageSummary, UsageSummary]:
     """The session's last turn and its most recent replies (the strip)."""
-    return last_turn_usage(session=session), recent_usage(session=session)
+    prices = prices or PriceTable()
+    return last_turn_usage(session=session, prices=prices), recent_usage(
+        session=session, prices=prices
+    )

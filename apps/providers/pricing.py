@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from decimal import ROUND_HALF_UP, Decimal
+from functools import cached_property
 
 from apps.providers.models import ModelPrice
 
@@ -27,20 +28,23 @@ class Cost:
 
 
 class PriceTable:
-    """Every price, read once; `price` finds a model's by exact name, else longest prefix."""
+    """Every price, read on first use and then kept; `price` finds a model's by exact name,
+    else longest prefix. One table serves a whole push or page (each figure it prices)."""
 
-    def __init__(self) -> None:
+    @cached_property
+    def _prices(self) -> dict[str, list[tuple[str, Price]]]:
         # Plain tuples: read on every settled reply and counts push, model instances cost more
         # than the query.
         rows = ModelPrice.objects.values_list(
             "provider", "model", "input_per_mtok", "output_per_mtok", "cache_read_per_mtok",
             "cache_write_per_mtok",
         )  # fmt: skip
-        self._prices: dict[str, list[tuple[str, Price]]] = {}
+        prices: dict[str, list[tuple[str, Price]]] = {}
         for provider, model, *per_mtok in rows:
-            self._prices.setdefault(provider, []).append((model, Price(*per_mtok)))
-        for entries in self._prices.values():
+            prices.setdefault(provider, []).append((model, Price(*per_mtok)))
+        for entries in prices.values():
             entries.sort(key=lambda entry: -len(entry[0]))
+        return prices
 
     def price(self, provider: str, model: str) -> Price | None:
         for name, price in self._prices.get(provider, []):

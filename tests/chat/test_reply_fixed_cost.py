@@ -71,7 +71,7 @@ class Queries:
 PHASES = (
     ("composer POST", ("message_create", "__call__")),  # (Django's session and user reads)
     ("worker claim and start", ("reply_start",)),
-    ("settle", ("reply_settle", "turn_release")),
+    ("settle", ("reply_settle", "reply_settled_next", "turn_release")),
     ("counts push", ("settled_counts_events",)),
     ("pushes announced", ()),  # the announcer thread: rendered once for every tab
 )
@@ -85,19 +85,19 @@ PHASES = (
 # - start: the claim (update, the check that no one else has it, the row), the roster, the
 #   owner, whether the room is shared, the history and its turns, the models' reads and the
 #   attachments, the speakers' names, the context version, the stage's cue, the MCP tools.
-# - settle: one write transaction (the final text; the turn, locked, and its next stage; the
-#   queue's next), the turn's release (nothing else waits), the bubble's roles and prices.
+# - settle: one write transaction (the final text), the bubble's roles and prices; then, once
+#   the bubble is out, one more (the turn, locked, and its next stage; the queue's next), the
+#   turn's release (nothing else waits).
 # - counts push: once a second for every reply settled in it: the threads, the session's and
 #   threads' usage (one grouped query each), the strip's last turn and recent replies, the
-#   room's people and their unread threads — and the price table, read four times (left: a
-#   fraction of a millisecond each).
+#   room's people and their unread threads, and the price table, read once for them all.
 # - pushes announced: the turn's bubbles (with the replies' status as it is by then: a worker
 #   may have claimed one) and its end, rendered once for every tab of the room.
 BUDGET = {
     "composer POST": 20,
     "worker claim and start": 14,
-    "settle": 17,
-    "counts push": 14,
+    "settle": 18,
+    "counts push": 11,
     "pushes announced": 11,
 }
 

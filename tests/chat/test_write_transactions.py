@@ -64,9 +64,10 @@ def settle(message_id: int) -> None:
 def test_a_message_with_one_reply_commits_three_write_transactions(
     alice_thread, celery_worker, fast_demo, monkeypatch
 ):
-    """The post (message, turn, reply placeholder), the worker's claim, and the settle (final
-    text, the turn's end, the queue's next) — not one more per step. (A long reply adds a
-    checkpoint of its text every few seconds: none within this one.)"""
+    """The post (message, turn, reply placeholder), the worker's claim, and the settle (the
+    final text) — not one more per step. What the settle lets go on runs after the settled
+    bubble is out, and writes nothing when the turn simply ends (no queue, no next stage). (A
+    long reply adds a checkpoint of its text every few seconds: none within this one.)"""
     fast_demo.PARLEY_CHECKPOINT_INTERVAL_MS = 60_000
     first = message_post(thread=alice_thread, author=alice_thread.session.owner,
                          text="@assistant How should the harbour scene open?")  # fmt: skip

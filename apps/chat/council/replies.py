@@ -333,12 +333,20 @@ def replies_hand_over(*, replies: dict[int, tuple[str, list[dict]]]) -> int:
     return len(handed)
 
 
-def reply_settle(*, message_id: int, advance: bool = True, **final: Any) -> tuple[Message, dict]:
-    """Store a reply's final state and let its turn go on, in one transaction (one commit,
-    and on SQLite one hold of its single writer's lock); the settled bubble's push, rendered
-    after the commit (its `seq` is the caller's to set)."""
+def reply_settle(*, message_id: int, **final: Any) -> tuple[Message, dict]:
+    """Store a reply's final state in one transaction; the settled bubble's push, rendered
+    after the commit (its `seq` is the caller's to set). What the reply lets go on is
+    `reply_settled_next`, once the tabs have the bubble."""
     with transaction.atomic():
         message = message_finish(message_id=message_id, **final)
-        if advance and message.turn_id is not None:
-            orchestration.turn_advance(turn_id=message.turn_id)
     return message, events.state_event(message=message, seq=0)
+
+
+def reply_settled_next(*, turn_id: int) -> None:
+    """What a settled reply lets go on — its turn's next stage, or once the turn has settled
+    the thread's next queued message — in one transaction (on SQLite one hold of the writer's
+    lock). It runs after the settled bubble is out: the tabs do not wait for it (it was half
+    of a reply's last step), and a worker that dies in between leaves a turn the recovery
+    look advances."""
+    with transaction.atomic():
+        orchestration.turn_advance(turn_id=turn_id)

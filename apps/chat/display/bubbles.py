@@ -323,11 +323,11 @@ def session_controls_context(session, usage=None) -> dict:
     }
 
 
-def _strip_context(session, usage: UsageSummary) -> dict:
+def _strip_context(session, usage: UsageSummary, prices: PriceTable | None = None) -> dict:
     """What the session's strip of figures shows: its totals, its last turn, the averages of
     its most recent replies."""
     label = session.credential.get_provider_display() if session.credential else "Demo"
-    last_turn, recent = session_figures(session=session)
+    last_turn, recent = session_figures(session=session, prices=prices)
     return {
         "session": session,
         "usage": usage,
@@ -405,10 +405,12 @@ def render_thread_usage(usage: UsageSummary, figures: ThreadFigures) -> SafeStri
     return mark_safe(render_to_string("chat/_thread_usage.html", context))  # noqa: S308
 
 
-def render_summary_strip(session, usage: UsageSummary) -> SafeString:
+def render_summary_strip(
+    session, usage: UsageSummary, prices: PriceTable | None = None
+) -> SafeString:
     """Only the session's strip of figures, out of band: what settled replies change (the
     role picker and the addressing line stay as they are)."""
-    context = {**_strip_context(session, usage), "oob": True}
+    context = {**_strip_context(session, usage, prices), "oob": True}
     return mark_safe(render_to_string("chat/_summary_strip.html", context))  # noqa: S308
 
 

@@ -38,6 +38,7 @@ from apps.chat.display.rooms import render_digest
 from apps.chat.models import Message, MessageStatus, Session, Thread, Turn
 from apps.chat.reading import threads_unread
 from apps.chat.usage import session_and_threads_usage, threads_figures
+from apps.providers.pricing import PriceTable
 from apps.roles.models import Role
 
 # A settled bubble outranks every delta of its stream, whatever arrives late.
@@ -272,9 +273,10 @@ def settled_counts_events(*, thread_ids: list[int]) -> list[tuple[str, dict]]:
     for session_threads in by_session.values():
         session = session_threads[0].session
         ids = [thread.pk for thread in session_threads]
-        total, own = session_and_threads_usage(session=session, thread_ids=ids)
-        figures = threads_figures(thread_ids=ids)
-        strip: str = render_summary_strip(session, total)
+        prices = PriceTable()  # one read of the price table for the strip and the lines
+        total, own = session_and_threads_usage(session=session, thread_ids=ids, prices=prices)
+        figures = threads_figures(thread_ids=ids, prices=prices)
+        strip: str = render_summary_strip(session, total, prices)
         people = _people(session_id=session.pk)
         for person in people:
             unread = threads_unread(thread_ids=ids, user=person)

@@ -23,7 +23,7 @@ from apps.chat.council.attachment_parts import media_summary
 from apps.chat.council.descriptions import describe_images, described_note
 from apps.chat.council.dispatch import enqueue_reply
 from apps.chat.council.intent import intent_from_model, with_format_rule
-from apps.chat.council.replies import reply_rerun, reply_settle
+from apps.chat.council.replies import reply_rerun, reply_settle, reply_settled_next
 from apps.chat.council.requests import request_for_reply
 from apps.chat.council.starting import ReplyStart, reply_start, reread_history
 from apps.chat.council.turn_guard import TurnGuard
@@ -349,8 +349,8 @@ async def _settle(
     )
     try:
         final, state = await in_db_thread(reply_settle)(
-            message_id=message.pk, advance=not restart, status=status, content=live.content(),
-            error=error, **timings,
+            message_id=message.pk, status=status, content=live.content(), error=error,
+            **timings,
         )  # fmt: skip
     except Exception as exc:  # the reply still ends, with its checkpointed text
         logger.exception("Could not save the final state of reply %s", live.message_id)
@@ -371,6 +371,8 @@ async def _settle(
         await livestate.clear_cancel(hub.redis, live.message_id)
     except Exception:  # Redis is away: the tabs' resync shows it once Redis is back
         logger.warning("Could not push the final state of reply %s", final.public_id)
+    if final.turn_id is not None:
+        await in_db_thread(reply_settled_next)(turn_id=final.turn_id)
 
 
 async def _publish_final(
@@ -397,4 +399,4 @@ async def _announce_final(hub: StreamHub, final: Message, *, after_seq: int) -> 
     except Exception:  # Redis is away: tabs catch up when they reconnect; the turn goes on
         logger.warning("Could not push the final state of reply %s", final.public_id)
     if final.turn_id is not None:
-        await in_db_thread(orchestration.turn_advance)(turn_id=final.turn_id)
+        await in_db_thread(reply_settled_next)(turn_id=final.turn_id)
