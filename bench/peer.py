@@ -105,9 +105,12 @@ class OpenWebUI:
                         "history": {"messages": {}, "currentId": None}}  # fmt: skip
                 async with http.post(f"{self.url}/api/v1/chats/new", json={"chat": chat},
                                      headers=headers) as response:  # fmt: skip
-                    chat_id = (await response.json())["id"]
+                    made = await response.json()
+                if "id" not in made:
+                    stream.status = f"new chat {response.status}: {str(made)[:80]}"
+                    return
                 await start.wait()
-                await self._stream_reply(http, socket, stream, headers, chat, chat_id,
+                await self._stream_reply(http, socket, stream, headers, chat, made["id"],
                                          session_id)  # fmt: skip
         except (aiohttp.ClientError, ValueError, KeyError, TypeError) as exc:
             stream.status = f"{type(exc).__name__}: {exc}"
@@ -126,10 +129,10 @@ class OpenWebUI:
         stream.posted_at = time.monotonic()
         async with http.post(f"{self.url}/api/chat/completions", json=body,
                              headers=headers) as response:  # fmt: skip
-            await response.read()
+            answer = await response.read()
             stream.answered_at = time.monotonic()
             if response.status != 200:
-                stream.status = f"POST {response.status}"
+                stream.status = f"POST {response.status}: {answer[:80].decode(errors='replace')}"
                 return
         while True:
             packet = await socket.receive_str()

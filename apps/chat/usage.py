@@ -87,6 +87,46 @@ def _usage_annotations(prefix: str = "", within: Q | None = None) -> dict[str, A
     }
 
 
+# A few replies' own fields: the last turn's and the most recent replies' figures are summed
+# here rather than by the database (the aggregate query's building cost more than its rows).
+REPLY_FIELDS = ("provider", "model", "thread_id", "usage", "duration_ms", "ttft_ms",
+                "continuations", "stop_reason")  # fmt: skip
+
+
+def _grouped(replies: list[dict[str, Any]], by: tuple[str, ...]) -> list[dict[str, Any]]:
+    """Replies summed per group, as `_usage_annotations` sums them in the database."""
+    groups: dict[tuple, dict[str, Any]] = {}
+    for reply in replies:
+        key = tuple(reply[name] for name in by)
+        row = groups.get(key)
+        if row is None:
+            row = groups[key] = dict(zip(by, key, strict=True)) | dict.fromkeys(_SUMMED, 0)
+        usage = reply["usage"] if isinstance(reply["usage"], dict) else {}
+        row["count"] += 1
+        for name in USAGE_KEYS:
+            row[name] += _whole(usage.get(name))
+        for name in ("duration", "ttft"):
+            if reply[f"{name}_ms"] is not None:
+                row[f"{name}_sum"] += reply[f"{name}_ms"]
+                row[f"{name}_count"] += 1
+        cut_off = reply["stop_reason"] == "max_tokens"
+        row["cut_off_count"] += cut_off
+        row["truncated_count"] += cut_off or (reply["continuations"] or 0) > 0
+    return list(groups.values())
+
+
+_SUMMED = ("count", *USAGE_KEYS, "duration_sum", "duration_count", "ttft_sum", "ttft_count",
+           "truncated_count", "cut_off_count")  # fmt: skip
+
+
+def _whole(value: Any) -> int:
+    """A usage figure as the database's cast reads it (missing or unreadable: 0)."""
+    try:
+        return int(value or 0)
+    except (TypeError, ValueError):
+        return 0
+
+
 def _usage_summary(
     rows: list[dict[str, Any]], prefix: str = "", prices: PriceTable | None = None
 ) -> UsageSummary:
@@ -196,7 +236,8 @@ def last_turn_usage(
         else Turn.objects.filter(thread__session=session)
     )
     latest = turns.order_by("-pk").values("pk")[:1]
-    return usage_totals(_finished_replies(turn_id__in=latest), prices)
+    replies = list(_finished_replies(turn_id__in=latest).values(*REPLY_FIELDS))
+    return _usage_summary(_grouped(replies, ("provider", "model")), prices=prices or PriceTable())
 
 
 def recent_usage(
@@ -206,8 +247,10 @@ def recent_usage(
     """The same over the `count` most recently settled replies: rolling averages that follow
     a provider or model switch instead of averaging the whole history."""
     scope = {"thread": thread} if thread is not None else {"thread__session": session}
-    latest = _finished_replies(**scope).order_by("-finished_at", "-pk").values("pk")[:count]
-    return usage_totals(_finished_replies(pk__in=latest), prices)
+    replies = list(
+        _finished_replies(**scope).order_by("-finished_at", "-pk").values(*REPLY_FIELDS)[:count]
+    )
+    return _usage_summary(_grouped(replies, ("provider", "model")), prices=prices or PriceTable())
 
 
 @dataclass(frozen=True)
@@ -238,20 +281,19 @@ def threads_figures(
     *, thread_ids: list[int], count: int = RECENT_REPLIES, prices: PriceTable | None = None
 ) -> dict[int, ThreadFigures]:
     """Each thread's last turn, most recent replies and models, for many threads in four
-    queries whatever their number (the usage lines after replies settle)."""
+    queries whatever their number (the usage lines after replies settle); the last turns' and
+    recent replies' few rows are summed here."""
     latest_turns = dict(
         Turn.objects.filter(thread_id__in=thread_ids)
         .values("thread_id")
         .annotate(last=Max("pk"))
         .values_list("thread_id", "last")
     )
-    turn_rows = [
-        dict(row)
-        for row in _finished_replies(turn_id__in=list(latest_turns.values()))
-        .values("provider", "model", "thread_id")
-        .annotate(**_usage_annotations())
-        .order_by()
-    ]
+    by = ("provider", "model", "thread_id")
+    turn_rows = _grouped(
+        list(_finished_replies(turn_id__in=list(latest_turns.values())).values(*REPLY_FIELDS)),
+        by,
+    )
     ranked = _finished_replies(thread_id__in=thread_ids).annotate(
         rank=Window(
             RowNumber(),
@@ -259,13 +301,14 @@ def threads_figures(
             order_by=[F("finished_at").desc(), F("pk").desc()],
         )
     )
-    recent_rows = [
-        dict(row)
-        for row in _finished_replies(pk__in=ranked.filter(rank__lte=count).values("pk"))
-        .values("provider", "model", "thread_id")
-        .annotate(**_usage_annotations())
-        .order_by()
-    ]
+    recent_rows = _grouped(
+        list(
+            _finished_replies(pk__in=ranked.filter(rank__lte=count).values("pk")).values(
+                *REPLY_FIELDS
+            )
+        ),
+        by,
+    )
     model_rows = list(
         _finished_replies(thread_id__in=thread_ids)
         .values("thread_id", "provider", "model")
