@@ -9,6 +9,7 @@ import pytest
 from apps.providers.emulator import Script
 from apps.providers.registry import get_adapter
 from apps.providers.types import (
+    NO_AUTH,
     ChatMessage,
     ChatRequest,
     ProviderError,
@@ -269,3 +270,38 @@ async def test_the_openai_request_body_is_what_the_sdks_own_create_sends(emulato
     assert ours == reference
     assert [m["role"] for m in ours["messages"]] == ["system", "user", "assistant", "tool", "user"]
     assert ours["tools"][0]["function"]["name"] == "get_weather"
+
+
+@pytest.mark.parametrize("compressed", [False, True], ids=["plain", "gzip"])
+async def test_the_openai_stream_is_read_from_aiohttp_unless_it_is_compressed(compressed, emulator):
+    """The SDK's line reader costs most of a streamed chunk in the worker: a plain stream is
+    read from aiohttp directly (in a worker's kept client and a one-off one alike), a gzip one
+    through the SDK, which decodes it. Both give the same lines."""
+    import asyncio
+
+    from apps.providers.adapters import clients
+
+    emulator.script(Script(text="One two three.", compress=compressed))
+    emulator.script(Script(text="One two three.", compress=compressed))
+    adapter = get_adapter("openai")
+    for kept in (False, True):
+        if kept:
+            clients.keep_clients_for(asyncio.get_running_loop())
+        async with clients.client_scope(
+            ("test", kept), lambda: adapter._client("k", emulator.url + "/v1", NO_AUTH),
+            lambda client: client.close(),
+        ) as client, client.chat.completions.with_streaming_response.create(
+            model="m", messages=[{"role": "user", "content": "hi"}], stream=True
+        ) as response:  # fmt: skip
+            lines = clients.response_lines(response)
+            read = [line async for line in lines]
+        fast = lines.__qualname__ == "_TellingApart.lines"  # type: ignore[attr-defined]
+        assert fast is not compressed, (kept, lines.__qualname__)
+        text = "".join(
+            json.loads(line[5:])["choices"][0]["delta"].get("content") or ""
+            for line in read
+            if line.startswith(b"data:") and line[5:].strip() != b"[DONE]"
+            and json.loads(line[5:])["choices"]
+        )  # fmt: skip
+        assert text == "One two three."
+    await clients.close_kept_clients()

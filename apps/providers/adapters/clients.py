@@ -124,6 +124,8 @@ def response_lines(response) -> AsyncIterator[bytes]:
     practice), else through the SDK, which decodes it."""
     http = response.http_response
     stream = http.stream
+    if isinstance(stream, httpx2._client.BoundAsyncStream):  # the client's timing wrapper
+        stream = stream._stream
     if isinstance(stream, _TellingApart) and http.headers.get("content-encoding", "identity") in (
         "",
         "identity",
