@@ -19,6 +19,10 @@ once, and reads the frames until every reply has settled. It prints, per load:
 The single-stream loads (the one-token reply, the fixed cost; one 200-token stream) run
 `--repeat` times (10) and report the median over those replies, not one sample.
 
+With `--open-webui EXECUTABLE` (an `open-webui` installed apart), Open WebUI runs as a third
+server in the same run, driven as its page drives it (`bench/peer.py`): the peer issue 36
+measures Parley against. `--busy N` keeps N CPU hogs running meanwhile (a shared host).
+
 Run: `make bench` (everything), or `python -m bench.streaming --streams 1 20 --intervals 25`.
 Nothing here is asserted: the numbers go in the README, side by side, from one run.
 """
@@ -122,7 +126,8 @@ async def _run_stream(http, server, stream: Stream, start: asyncio.Event, csrf: 
             body = await response.text()
             stream.answered_at = time.monotonic()
             if response.status != 200 or not REPLY.search(body):
-                stream.status = f"POST {response.status}"
+                queued = " (queued behind a turn)" if 'id="queued-' in body else ""
+                stream.status = f"POST {response.status}{queued}"
                 return
             stream.reply_id = REPLY.search(body)[1]
         while True:

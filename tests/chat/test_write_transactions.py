@@ -19,12 +19,14 @@ WRITES = ("INSERT", "UPDATE", "DELETE")
 
 
 class WriteTransactions:
-    """Counts committed transactions that wrote or locked rows, on every connection."""
+    """Counts committed transactions that wrote rows, on every connection, and apart from
+    them those that only locked rows (`SELECT … FOR UPDATE`, which SQLite does not have)."""
 
     def __init__(self, monkeypatch) -> None:
         self.count = 0
+        self.locked_only = 0
         self.lock = threading.Lock()
-        self.pending: dict[int, str] = {}  # connection -> the first write of its transaction
+        self.pending: dict[int, list] = {}  # connection -> [its first statement, wrote rows]
         self.seen: list[str] = []
         counter = self
         execute, commit = CursorWrapper._execute, BaseDatabaseWrapper._commit
@@ -33,14 +35,20 @@ class WriteTransactions:
             head = sql.lstrip()[:6].upper()
             if head in WRITES or " FOR UPDATE" in sql:
                 if cursor.db.in_atomic_block:
-                    counter.pending.setdefault(id(cursor.db), sql[:60])
+                    entry = counter.pending.setdefault(id(cursor.db), [sql[:60], False])
+                    entry[1] = entry[1] or head in WRITES
                 elif head in WRITES:  # autocommit: a transaction of its own
                     counter.add(sql[:60])
             return execute(cursor, sql, params, *args)
 
         def counting_commit(db):
             if id(db) in counter.pending:
-                counter.add(counter.pending.pop(id(db)))
+                sql, wrote = counter.pending.pop(id(db))
+                if wrote:
+                    counter.add(sql)
+                else:
+                    with counter.lock:
+                        counter.locked_only += 1
             return commit(db)
 
         monkeypatch.setattr(CursorWrapper, "_execute", counting_execute)
@@ -66,8 +74,9 @@ def test_a_message_with_one_reply_commits_three_write_transactions(
 ):
     """The post (message, turn, reply placeholder), the worker's claim, and the settle (the
     final text) — not one more per step. What the settle lets go on runs after the settled
-    bubble is out, and writes nothing when the turn simply ends (no queue, no next stage). (A
-    long reply adds a checkpoint of its text every few seconds: none within this one.)"""
+    bubble is out: it locks the turn, and writes nothing when the turn simply ends (no queue,
+    no next stage). (A long reply adds a checkpoint of its text every few seconds: none within
+    this one.)"""
     fast_demo.PARLEY_CHECKPOINT_INTERVAL_MS = 60_000
     first = message_post(thread=alice_thread, author=alice_thread.session.owner,
                          text="@assistant How should the harbour scene open?")  # fmt: skip
@@ -79,3 +88,4 @@ def test_a_message_with_one_reply_commits_three_write_transactions(
     settle(posted.replies[0].pk)
     assert Message.objects.get(pk=posted.replies[0].pk).text
     assert writes.count == 3, writes.seen
+    assert writes.locked_only <= 1, writes.seen  # the turn's lock (PostgreSQL's FOR UPDATE)

@@ -58,6 +58,11 @@ def reply_rerun(*, message: Message, by=None) -> Message:
     if role is None:
         raise ValidationError(f"The role @{message.speaker} no longer exists.")
     with transaction.atomic():
+        if message.turn_id is not None:
+            # The turn's lock first, as a settle's next step takes it: the two wait for each
+            # other in one order (on PostgreSQL the other order deadlocked, this message's
+            # deferred key checks against the turn the settle had locked).
+            Turn.objects.select_for_update().filter(pk=message.turn_id).first()
         # Re-read under a row lock: a double-click must not queue the reply twice or keep
         # the same earlier text twice.
         message = Message.objects.select_for_update().get(pk=message.pk)
