@@ -24,7 +24,7 @@ from pathlib import Path
 import aiohttp
 
 from bench.procs import pids_under
-from bench.servers import free_port
+from bench.servers import free_port, wait_serving
 
 
 class OpenWebUI:
@@ -64,20 +64,8 @@ class OpenWebUI:
         return [str(uuid.uuid4()) for _ in range(count)]
 
     async def wait_ready(self) -> None:
-        deadline = time.monotonic() + 300
+        await wait_serving(self, "/health", seconds=300)  # its first start builds caches
         async with aiohttp.ClientSession() as http:
-            while time.monotonic() < deadline:
-                if self.process.poll() is not None:
-                    raise RuntimeError(self.output()[-4000:])
-                try:
-                    async with http.get(f"{self.url}/health") as response:
-                        if response.status == 200:
-                            break
-                except aiohttp.ClientError:
-                    pass
-                await asyncio.sleep(1)
-            else:
-                raise RuntimeError("Open WebUI did not start:\n" + self.output()[-4000:])
             account = {"name": "Bench", "email": "bench@example.com", "password": "bench-pass"}
             async with http.post(f"{self.url}/api/v1/auths/signup", json=account) as response:
                 if response.status != 200:

@@ -54,7 +54,7 @@ class Floor:
         return [str(uuid.uuid4()) for _ in range(count)]
 
     async def wait_ready(self) -> None:
-        await wait_for_login_page(self)
+        await wait_serving(self)
 
     def stop(self) -> None:
         self.process.send_signal(signal.SIGINT)
@@ -64,20 +64,21 @@ class Floor:
             self.process.kill()
 
 
-async def wait_for_login_page(server) -> None:
-    deadline = time.monotonic() + 120
+async def wait_serving(server, path: str = "/login/", seconds: float = 120) -> None:
+    """Until `path` answers 200 (the server has started), or the server's log as an error."""
+    deadline = time.monotonic() + seconds
     async with aiohttp.ClientSession() as http:
         while time.monotonic() < deadline:
             if server.process.poll() is not None:
-                raise RuntimeError(server.output())
+                raise RuntimeError(server.output()[-4000:])
             try:
-                async with http.get(f"{server.url}/login/") as response:
+                async with http.get(f"{server.url}{path}") as response:
                     if response.status == 200:
                         return
             except aiohttp.ClientError:
                 pass
             await asyncio.sleep(0.5)
-    raise RuntimeError(f"{server.name} did not start:\n" + server.output())
+    raise RuntimeError(f"{server.name} did not start:\n" + server.output()[-4000:])
 
 
 class Parley:
@@ -118,7 +119,7 @@ class Parley:
         return pids_under(self.process.pid)
 
     async def wait_ready(self) -> None:
-        await wait_for_login_page(self)
+        await wait_serving(self)
         match = re.search(r"local login: (\S+) / (\S+)", self.output())
         if match is None:
             raise RuntimeError("No local login in the launcher's output")

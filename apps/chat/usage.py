@@ -93,6 +93,10 @@ REPLY_FIELDS = ("provider", "model", "thread_id", "usage", "duration_ms", "ttft_
                 "continuations", "stop_reason")  # fmt: skip
 
 
+_SUMMED = ("count", *USAGE_KEYS, "duration_sum", "duration_count", "ttft_sum", "ttft_count",
+           "truncated_count", "cut_off_count")  # fmt: skip
+
+
 def _grouped(replies: list[dict[str, Any]], by: tuple[str, ...]) -> list[dict[str, Any]]:
     """Replies summed per group, as `_usage_annotations` sums them in the database."""
     groups: dict[tuple, dict[str, Any]] = {}
@@ -115,8 +119,11 @@ def _grouped(replies: list[dict[str, Any]], by: tuple[str, ...]) -> list[dict[st
     return list(groups.values())
 
 
-_SUMMED = ("count", *USAGE_KEYS, "duration_sum", "duration_count", "ttft_sum", "ttft_count",
-           "truncated_count", "cut_off_count")  # fmt: skip
+def _summed(replies, prices: PriceTable | None) -> UsageSummary:
+    """A few replies' rows (`REPLY_FIELDS`) as one summary, priced per provider and model."""
+    return _usage_summary(
+        _grouped(list(replies), ("provider", "model")), prices=prices or PriceTable()
+    )
 
 
 def _whole(value: Any) -> int:
@@ -236,8 +243,7 @@ def last_turn_usage(
         else Turn.objects.filter(thread__session=session)
     )
     latest = turns.order_by("-pk").values("pk")[:1]
-    replies = list(_finished_replies(turn_id__in=latest).values(*REPLY_FIELDS))
-    return _usage_summary(_grouped(replies, ("provider", "model")), prices=prices or PriceTable())
+    return _summed(_finished_replies(turn_id__in=latest).values(*REPLY_FIELDS), prices)
 
 
 def recent_usage(
@@ -247,10 +253,8 @@ def recent_usage(
     """The same over the `count` most recently settled replies: rolling averages that follow
     a provider or model switch instead of averaging the whole history."""
     scope = {"thread": thread} if thread is not None else {"thread__session": session}
-    replies = list(
-        _finished_replies(**scope).order_by("-finished_at", "-pk").values(*REPLY_FIELDS)[:count]
-    )
-    return _usage_summary(_grouped(replies, ("provider", "model")), prices=prices or PriceTable())
+    latest = _finished_replies(**scope).order_by("-finished_at", "-pk")
+    return _summed(latest.values(*REPLY_FIELDS)[:count], prices)
 
 
 @dataclass(frozen=True)
