@@ -14,6 +14,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+HZ = 2
+
 
 def free_port(avoid: frozenset[int] = frozenset()) -> int:
     """Return a TCP port on 127.0.0.1 that was free a moment ago and is not in `avoid` (a
@@ -94,6 +96,10 @@ def start_embedded_redis(
             "--dir", workdir.name,
             "--loglevel", "warning",
             "--logfile", str(log_path),
+            # Its housekeeping runs HZ times a second: at Redis's default of 10 it was most of
+            # an idle server's CPU. Blocking reads time out in steps of 1/HZ s: Parley's block
+            # for a second or more, and never wait on a timeout to be told something.
+            "--hz", str(HZ),
         ],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.STDOUT,

@@ -236,7 +236,7 @@ class ThreadStream:
         if not 0 < after <= head:
             return False
         if after < head:
-            missed = await livebus.read(redis, {self.topic: after}, block_ms=1)
+            missed = await livebus.read(redis, {self.topic: after}, block_ms=None)
             if not missed or missed[0][1] != after + 1:
                 return False
         self.seen = dict.fromkeys(await released(self._in_flight_ids), RESUMED)

@@ -192,12 +192,12 @@ def entry_number(entry_id: str) -> int:
 
 
 async def read(
-    client: aioredis.Redis, after: dict[str, int], *, block_ms: int, wake: str | None = None
+    client: aioredis.Redis, after: dict[str, int], *, block_ms: int | None, wake: str | None = None
 ) -> list[tuple[str, int, dict[str, Any]]]:
     """The pushes after each topic's number, in one round trip: (topic, number, event).
 
-    Blocks up to `block_ms` while there is none; an entry added to the `wake` stream ends
-    the wait early (a reader that must start reading another topic).
+    Blocks up to `block_ms` while there is none (None: answers at once); an entry added to
+    the `wake` stream ends the wait early (a reader that must start reading another topic).
     """
     streams: dict[Any, Any] = {stream_key(topic): f"{n}-0" for topic, n in after.items()}
     if wake is not None:

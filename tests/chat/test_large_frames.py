@@ -138,3 +138,57 @@ def test_a_first_text_errand_that_runs_late_publishes_the_first_text_alone(alice
         hub.loop.close()
     assert live.published == len("Firs")  # one delta, "Firs"; "t." waits for the tick
     assert live.unpublished == "t."
+
+
+def test_text_goes_out_once_a_tick_on_the_chunk_that_finds_it_due_or_on_a_timer(
+    alice, alice_thread, settings
+):
+    """Chunks every 10 ms go out once a tick, not once a chunk; the chunk that finds the tick
+    due publishes in its own turn of the loop (no timer to wait for); text that no chunk
+    follows still goes out, on a timer a little after the tick."""
+    from apps.chat import livestate
+    from apps.chat.live.hub import StreamHub
+    from apps.chat.live.publisher import LiveReply
+    from tests.chat.test_orchestration import stalled_reply
+
+    settings.PARLEY_FLUSH_INTERVAL_MS = 100
+    hub = StreamHub()
+    live = LiveReply(message=stalled_reply(alice_thread, alice), lease="test")
+    hub.replies[live.message_id] = live
+    seen: dict[str, object] = {}
+
+    def arrive(text: str) -> None:
+        hub.text_arrived(live, first=live.add(text))
+
+    async def stream() -> None:
+        await livestate.live_reset(hub.redis, live.message_id)
+        arrive("First")
+        for n in range(50):  # half a second of chunks, 10 ms apart
+            await asyncio.sleep(0.01)
+            arrive(f" w{n}")
+        await asyncio.sleep(0.2)  # past the tick: the next chunk is due on arrival
+        before = live.seq
+        arrive(" due")
+        for _ in range(20):  # the batch's errand and its round trip to Redis, no timer
+            await asyncio.sleep(0)
+            if live.seq > before:
+                break
+        else:
+            await asyncio.sleep(0.003)
+        seen["due"] = live.unpublished
+        arrive(" alone")  # within the tick of the batch just sent, and nothing follows it
+        seen["waiting"] = live.unpublished
+        await asyncio.sleep(0.2)  # the tick and a half the timer waits
+        seen["late"] = live.unpublished
+        await asyncio.gather(*hub._errands)
+
+    try:
+        hub.loop.run_until_complete(stream())
+    finally:
+        hub.loop.close()
+    # The first text alone, then about one publish per 100 ms over the 0.5 s of chunks.
+    assert 4 <= live.seq <= 9, live.seq
+    assert seen["due"] == ""
+    assert seen["waiting"] == " alone"
+    assert seen["late"] == ""
+    assert live.published == len(live.text)

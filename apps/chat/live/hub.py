@@ -9,7 +9,9 @@ its own timers:
 - publish the text received since the last tick: one Redis round trip appends every reply's
   new text to its live tail and publishes it on its thread's topic of the live bus. A reply's
   first text goes out the moment it arrives; the tick widens with the number of live streams,
-  so CPU per stream stays bounded;
+  so CPU per stream stays bounded. The publish rides on the wake-up of the chunk that finds
+  the tick due, with a timer only for text that no later chunk follows: a timer of its own
+  woke the process once more per tick;
 - checkpoint partial text to the database (one transaction for every due reply);
 - and, on a thread of its own, renew the lease of every reply the process holds (one round
   trip every 2 s): the heartbeat says the process is alive, however busy its loop is;
@@ -46,8 +48,11 @@ T = TypeVar("T")
 # their number, up to MAX_TICK_STRETCH times.
 STREAMS_PER_TICK = 50
 MAX_TICK_STRETCH = 4
-MAX_NAP_SECONDS = 0.1
 COUNTS_INTERVAL_SECONDS = 1.0
+# Housekeeping (checkpoints, counts) runs at most this often; publishing does not wait for it.
+HOUSEKEEPING_SECONDS = 0.25
+# A chunk arriving this close before the tick is due goes out with it (arrivals jitter).
+TICK_TOLERANCE_SECONDS = 0.005
 # Replies stopped by one SIGTERM reach `give_back` within a few loop turns of each other.
 GIVE_BACK_GATHER_SECONDS = 0.05
 RESUBSCRIBE_SECONDS = 1.0
@@ -82,7 +87,10 @@ class StreamHub:
         self._errands: set[asyncio.Task] = set()  # one-off tasks, referenced until they end
         self.handing_over = False  # the worker is stopping: its replies go to other workers
         self._giving_back: list[tuple[LiveReply, asyncio.Future[None]]] = []
-        self._work = asyncio.Event()  # set while there is anything to tick for
+        self._work = asyncio.Event()  # set while there is housekeeping to tick for
+        self._batching = False  # a batch publish is on its way
+        self._last_batch = 0.0  # when the last batch publish started (monotonic)
+        self._late_text: asyncio.TimerHandle | None = None  # see `publish_when_due`
 
     # --- from any thread ----------------------------------------------------------------------
 
@@ -218,6 +226,39 @@ class StreamHub:
         """The first text of a reply goes out at once; the rest waits for the tick."""
         if first:
             self.run_errand(self.flush_first(live), "publish the first text of a reply")
+        else:
+            self.publish_when_due()
+
+    def publish_when_due(self) -> None:
+        """Publish every reply's waiting text now if a tick has passed since the last batch,
+        in this wake-up of the loop. Otherwise a timer does it a little after the tick is due,
+        unless the next chunk (which wakes the loop anyway) comes first and does it."""
+        if self._batching:
+            return  # the batch ends by looking again
+        tick = self.tick_seconds()
+        due = self._last_batch + tick
+        if time.monotonic() >= due - TICK_TOLERANCE_SECONDS:
+            self._batching = True
+            if self._late_text is not None:
+                self._late_text.cancel()  # a cancelled timer never wakes the loop
+                self._late_text = None
+            self.run_errand(self._publish_batch(), "publish streaming replies")
+        elif self._late_text is None:
+            self._late_text = self.loop.call_at(due + tick / 2, self._late_text_due)
+
+    def _late_text_due(self) -> None:
+        self._late_text = None
+        self.publish_when_due()
+
+    async def _publish_batch(self) -> None:
+        self._last_batch = time.monotonic()
+        try:
+            await self._publish_due()
+        finally:
+            self._batching = False
+            # Text that came meanwhile, or that a flush in progress kept out of the batch.
+            if any(live.unpublished for live in self.replies.values()):
+                self.publish_when_due()
 
     def run_errand(self, coroutine: Coroutine[Any, Any, None], what: str) -> None:
         """A task the loop must not lose: the event loop keeps only weak references to tasks,
@@ -242,6 +283,7 @@ class StreamHub:
         for the tick, even when this runs late on a busy loop."""
         async with live.publishing:
             if not live.published:
+                live.first_out = time.monotonic()
                 await self._publish([live])
 
     async def flush_locked(self, live: LiveReply) -> None:
@@ -285,10 +327,12 @@ class StreamHub:
         return live.seq
 
     async def _publish_due(self) -> None:
+        # A reply's first text went out alone; what follows it waits a whole tick too.
+        since = time.monotonic() - self.tick_seconds() + TICK_TOLERANCE_SECONDS
         due = [
             live
             for live in self.replies.values()
-            if live.unpublished and not live.publishing.locked()
+            if live.unpublished and not live.publishing.locked() and live.first_out <= since
         ]
         for live in due:
             await live.publishing.acquire()  # free, so this does not yield
@@ -303,24 +347,22 @@ class StreamHub:
         return settings.PARLEY_FLUSH_INTERVAL_MS / 1000 * stretch
 
     async def _tick_forever(self) -> None:
+        """Housekeeping: checkpoints of streaming replies, counts of settled ones."""
         last_tick = time.monotonic()
         while True:
             if not self.replies and not self.counts_due and not self._checkpointing:
                 # Nothing streams and nothing is due: an idle worker does not tick at all.
                 self._work.clear()
                 await self._work.wait()
-            # Nap until the next tick is due, never long: a changed interval or a crowd of new
-            # streams takes effect soon.
-            wait = last_tick + self.tick_seconds() - time.monotonic()
+            wait = last_tick + HOUSEKEEPING_SECONDS - time.monotonic()
             if wait > 0:
-                await asyncio.sleep(min(wait, MAX_NAP_SECONDS))
+                await asyncio.sleep(wait)
                 continue
             now = last_tick = time.monotonic()
             try:
-                await self._publish_due()
                 self._checkpoint_due(now)
                 self._counts_due(now)
-            except Exception:  # a Redis or database blip must not end the ticks
+            except Exception:  # a database blip must not end the ticks
                 logger.exception("The stream hub's tick failed; retrying on the next one")
 
     def _checkpoint_due(self, now: float) -> None:

@@ -30,6 +30,7 @@ class LiveReply:
         self.text_in_parts = 0
         self.published = 0  # how much of `text` is in the tail and on its way to the tabs
         self.seq = 0  # the last sequence number sent to the tabs
+        self.first_out = 0.0  # when the first text went out alone (monotonic)
         self.checkpointed = 0
         self.last_checkpoint = time.monotonic()
         self.publishing = asyncio.Lock()  # one publish of this reply at a time, in order
