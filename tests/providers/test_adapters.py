@@ -305,3 +305,41 @@ async def test_the_openai_stream_is_read_from_aiohttp_unless_it_is_compressed(co
         )  # fmt: skip
         assert text == "One two three."
     await clients.close_kept_clients()
+
+
+async def test_a_stream_that_falls_silent_times_out_as_a_retryable_timeout(emulator, monkeypatch):
+    """The raw event path keeps its own read timeout (aiohttp's timer per chunk is switched
+    off for it): a stream that stops sending mid-answer ends as the SDK's timeout would,
+    with the text that came before it."""
+    import time
+
+    from apps.providers.adapters.openai import OpenAIAdapter
+
+    monkeypatch.setattr(OpenAIAdapter, "stream_timeout_seconds", 0.6)
+    emulator.script(Script(text="Half an answer, then nothing", stall_after_chars=6,
+                           stall_seconds=10))  # fmt: skip
+    adapter, shown = get_adapter("openai"), []
+    started = time.monotonic()
+    with pytest.raises(ProviderError) as raised:
+        async for event in adapter.stream(
+            request(), api_key="k", base_url=base_url(emulator, "openai")
+        ):
+            if isinstance(event, TextDelta):
+                shown.append(event.text)
+    assert raised.value.error_type == "timeout" and raised.value.retryable
+    assert "".join(shown).startswith("Half")
+    assert time.monotonic() - started < 5  # the timeout, not the stall's end
+
+
+async def test_a_slow_stream_that_keeps_sending_never_times_out(emulator, monkeypatch):
+    """The read timeout is between two reads, not for the whole answer: one that takes
+    several timeouts in all, a chunk at a time, finishes."""
+    from apps.providers.adapters.openai import OpenAIAdapter
+
+    monkeypatch.setattr(OpenAIAdapter, "stream_timeout_seconds", 0.6)
+    emulator.script(
+        Script(text="one two three four five six", chunk_chars=4, tokens_per_second=4)
+    )  # about 1.75 s in all, a chunk per 0.25 s
+    events = await collect("openai", emulator, request())
+    assert text_of(events) == "one two three four five six"
+    assert events[-1] == Stop("end")

@@ -89,7 +89,8 @@ class StreamHub:
         self._giving_back: list[tuple[LiveReply, asyncio.Future[None]]] = []
         self._work = asyncio.Event()  # set while there is housekeeping to tick for
         self._batching = False  # a batch publish is on its way
-        self._last_batch = 0.0  # when the last batch publish started (monotonic)
+        # When the next batch is due (at a chunk), and when a timer publishes it at the latest.
+        self._next_batch = self._late_batch = 0.0
         self._late_text: asyncio.TimerHandle | None = None  # see `publish_when_due`
 
     # --- from any thread ----------------------------------------------------------------------
@@ -235,23 +236,25 @@ class StreamHub:
         unless the next chunk (which wakes the loop anyway) comes first and does it."""
         if self._batching:
             return  # the batch ends by looking again
-        tick = self.tick_seconds()
-        due = self._last_batch + tick
-        if time.monotonic() >= due - TICK_TOLERANCE_SECONDS:
+        if time.monotonic() >= self._next_batch:
             self._batching = True
             if self._late_text is not None:
                 self._late_text.cancel()  # a cancelled timer never wakes the loop
                 self._late_text = None
             self.run_errand(self._publish_batch(), "publish streaming replies")
         elif self._late_text is None:
-            self._late_text = self.loop.call_at(due + tick / 2, self._late_text_due)
+            self._late_text = self.loop.call_at(self._late_batch, self._late_text_due)
 
     def _late_text_due(self) -> None:
         self._late_text = None
         self.publish_when_due()
 
     async def _publish_batch(self) -> None:
-        self._last_batch = time.monotonic()
+        # Worked out once a batch, not once a chunk (settings are a lazy object).
+        tick = self.tick_seconds()
+        now = time.monotonic()
+        self._next_batch = now + tick - TICK_TOLERANCE_SECONDS
+        self._late_batch = now + tick * 1.5
         try:
             await self._publish_due()
         finally:

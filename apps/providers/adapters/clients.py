@@ -69,7 +69,7 @@ class _Transport(AiohttpTransport):
             response = await super().handle_async_request(request)
         except httpx2.ConnectTimeout as exc:
             raise _told_apart(exc) from exc.__cause__
-        response.stream = _TellingApart(response.stream)
+        response.stream = _TellingApart(response.stream, request)
         return response
 
     async def aclose(self) -> None:
@@ -78,8 +78,9 @@ class _Transport(AiohttpTransport):
 
 
 class _TellingApart(httpx2.AsyncByteStream):
-    def __init__(self, stream) -> None:
+    def __init__(self, stream, request: httpx2.Request) -> None:
         self.stream = stream
+        self.request = request  # for an error while reading `lines`, as httpx's own reads say
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
         try:
@@ -97,10 +98,13 @@ class _TellingApart(httpx2.AsyncByteStream):
         and text decoding per chunk (most of a streamed chunk's cost in the worker). Any
         length of line: aiohttp's own `readline` refuses one over 128 KiB."""
         content = self.stream._aiohttp_response.content
+        watchdog = _ReadWatchdog.replacing(content._protocol)
         pending: list[bytes] = []
         try:
             with map_aiohttp_exceptions():
                 async for chunk in content.iter_any():
+                    if watchdog is not None:
+                        watchdog.reads += 1
                     start = 0
                     while (end := chunk.find(b"\n", start)) >= 0:
                         if pending:
@@ -113,9 +117,67 @@ class _TellingApart(httpx2.AsyncByteStream):
                     if start < len(chunk):
                         pending.append(chunk[start:])
         except httpx2.ConnectTimeout as exc:
-            raise _told_apart(exc) from exc.__cause__
+            raise self._about_request(_told_apart(exc)) from exc.__cause__
+        except httpx2.RequestError as exc:
+            self._about_request(exc)  # the SDK's mapping reads the error's request
+            raise
+        finally:
+            if watchdog is not None:
+                watchdog.stop()
         if pending:
             yield b"".join(pending)
+
+    def _about_request(self, exc: httpx2.RequestError) -> httpx2.RequestError:
+        if exc._request is None:
+            exc.request = self.request
+        return exc
+
+
+class _ReadWatchdog:
+    """aiohttp's read timeout (`sock_read`) for a long stream, without its timer per chunk.
+
+    aiohttp cancels and re-arms a timer on every chunk it receives: a tenth of a streamed
+    chunk's cost in the worker. This looks a quarter of the timeout at a time instead and
+    counts the reads in between; after a whole timeout without one (to within a quarter) it
+    times the read out as aiohttp would (the SDK's "did not answer in time").
+    """
+
+    LOOKS = 4
+
+    def __init__(self, protocol, timeout: float) -> None:
+        self.protocol = protocol
+        self.reads = 0
+        self.seen = 0
+        self.quiet = 0
+        self.step = timeout / self.LOOKS
+        self.loop = asyncio.get_running_loop()
+        self.handle: asyncio.TimerHandle | None = self.loop.call_later(self.step, self.look)
+
+    @classmethod
+    def replacing(cls, protocol) -> _ReadWatchdog | None:
+        """Take over the read timeout aiohttp set for this response, if any."""
+        timeout = protocol.read_timeout
+        if not timeout:
+            return None
+        protocol.read_timeout = None  # aiohttp sets it again for the connection's next request
+        protocol._drop_timeout()
+        return cls(protocol, timeout)
+
+    def look(self) -> None:
+        if self.reads != self.seen:
+            self.seen, self.quiet = self.reads, 0
+        else:
+            self.quiet += 1
+        if self.quiet >= self.LOOKS:
+            self.handle = None
+            self.protocol._on_read_timeout()
+            return
+        self.handle = self.loop.call_later(self.step, self.look)
+
+    def stop(self) -> None:
+        if self.handle is not None:
+            self.handle.cancel()
+            self.handle = None
 
 
 def response_lines(response) -> AsyncIterator[bytes]:

@@ -198,9 +198,13 @@ AZURE_OPENAI = ProviderDescription(
 
 
 class OpenAIAdapter(DescribedAdapter):
+    # A streaming request's timeouts: for the answer to start, and between two of its reads.
+    stream_timeout_seconds = 120.0
+
     def _client(
-        self, api_key: str, base_url: str, auth: Auth, timeout: float = 120
+        self, api_key: str, base_url: str, auth: Auth, timeout: float | None = None
     ) -> openai.AsyncOpenAI:
+        timeout = self.stream_timeout_seconds if timeout is None else timeout
         # The SDK sends the key as a bearer token already; a gateway's own header replaces it
         # (and `_omitted` takes the bearer token off each request).
         headers = dict(auth.headers)
@@ -282,8 +286,9 @@ class AzureOpenAIAdapter(OpenAIAdapter):
     API version, with the key in Azure's `api-key` header (the SDK's Azure client)."""
 
     def _client(
-        self, api_key: str, base_url: str, auth: Auth, timeout: float = 120
+        self, api_key: str, base_url: str, auth: Auth, timeout: float | None = None
     ) -> openai.AsyncOpenAI:
+        timeout = self.stream_timeout_seconds if timeout is None else timeout
         return openai.AsyncAzureOpenAI(
             api_key=api_key or "missing",
             azure_endpoint=base_url,

@@ -37,6 +37,10 @@ class Script:
     error_type: str = ""
     retry_after: float | None = None
     error_after_chars: int | None = None  # an error event mid-stream after this much text
+    # Silence mid-stream after this much text (OpenAI wire): the connection stays open, no
+    # byte comes for `stall_seconds`, then the stream ends without its [DONE].
+    stall_after_chars: int | None = None
+    stall_seconds: float = 30.0
     usage: dict[str, int] = field(default_factory=dict)  # overrides, e.g. {"cached_tokens": 9}
     error_message: str = "scripted failure"  # "{key}" becomes the request's key, as some do
     # Stream only what follows the longest prefix of `text` the request already holds: a model

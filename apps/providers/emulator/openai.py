@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 import uuid
@@ -75,6 +76,9 @@ class OpenAIProtocol(EmulatorCore):
                     }
                 }
                 await self._write(response, f"data: {json.dumps(error)}\n\n")
+                return response
+            if script.stall_after_chars is not None and shown >= script.stall_after_chars:
+                await asyncio.sleep(script.stall_seconds)
                 return response
             await self._pace(script, output, started)
             await chunk([{"index": 0, "delta": {"content": token}, "finish_reason": None}])
