@@ -127,6 +127,21 @@
     });
   });
 
+  // Streaming text flows in: each pushed piece fades in (parley.css), so text that arrives a
+  // few words a tick reads as a steady stream; once shown, it is plain text again.
+  const calm = window.matchMedia("(prefers-reduced-motion: reduce)");
+  document.addEventListener("htmx:oobBeforeSwap", function (evt) {
+    const target = evt.detail.target;
+    if (!target || !target.classList.contains("stream-text") || calm.matches) return;
+    const fresh = document.createElement("span");
+    fresh.className = "fresh";
+    fresh.append(...evt.detail.fragment.childNodes);
+    evt.detail.fragment.append(fresh);
+    fresh.addEventListener("animationend", function () {
+      if (fresh.isConnected) fresh.replaceWith(...fresh.childNodes);
+    }, { once: true });
+  });
+
   // Earlier messages arrive above what the reader is looking at: keep that message where it
   // was on screen (browsers do not anchor a page scrolled to its very top).
   let readingAnchor = null;

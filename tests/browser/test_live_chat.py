@@ -37,6 +37,10 @@ def test_log_in_send_a_message_and_watch_the_reply_stream_in(page, alice, roles,
     expect(page.get_by_role("article", name="alice")).to_contain_text("<b>bold</b> is text here")
     bubble = reply_bubble(page)
     expect(bubble).to_have_attribute("aria-busy", "true")
+    # Each piece of text fades in as it arrives, and is plain text again once shown.
+    expect(bubble.locator(".stream-text .fresh").first).to_be_attached()
+    stream_text = bubble.locator(".stream-text")
+    expect(stream_text).to_contain_text("Demo reply")
     expect(bubble).to_have_attribute("data-status", "done", timeout=15_000)
     expect(bubble).not_to_have_attribute("aria-busy", "true")
     expect(bubble).to_contain_text("Demo reply from Assistant")

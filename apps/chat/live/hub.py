@@ -45,9 +45,9 @@ logger = logging.getLogger(__name__)
 T = TypeVar("T")
 
 # The tick stays at PARLEY_FLUSH_INTERVAL_MS up to this many live streams, then widens with
-# their number, up to MAX_TICK_STRETCH times.
+# their number, up to MAX_TICK_STRETCH times (300 ms at the default).
 STREAMS_PER_TICK = 50
-MAX_TICK_STRETCH = 4
+MAX_TICK_STRETCH = 2
 COUNTS_INTERVAL_SECONDS = 1.0
 # Housekeeping (checkpoints, counts) runs at most this often; publishing does not wait for it.
 HOUSEKEEPING_SECONDS = 0.25
