@@ -49,6 +49,9 @@ def test_log_in_send_a_message_and_watch_the_reply_stream_in(page, alice, roles,
 
 
 def test_reload_during_streaming_continues_to_the_same_final_text(page, alice, roles, slow_demo):
+    # Slow enough to still stream after a second tab's load and a reload on a loaded machine
+    # (at the fixture's 60 tokens a second the reply could end first).
+    slow_demo.PARLEY_DEMO_TOKENS_PER_SECOND = 25
     session = session_create(owner=alice, name="Reload test")
     log_in(page)
     page.goto(f"/t/{session.active_thread.public_id}/")

@@ -167,14 +167,10 @@ def test_text_goes_out_once_a_tick_on_the_chunk_that_finds_it_due_or_on_a_timer(
             await asyncio.sleep(0.01)
             arrive(f" w{n}")
         await asyncio.sleep(0.2)  # past the tick: the next chunk is due on arrival
-        before = live.seq
         arrive(" due")
-        for _ in range(20):  # the batch's errand and its round trip to Redis, no timer
-            await asyncio.sleep(0)
-            if live.seq > before:
-                break
-        else:
-            await asyncio.sleep(0.003)
+        # The batch is on its way from this chunk's own turn of the loop, with no timer.
+        seen["batching"] = hub._batching and hub._late_text is None
+        await asyncio.gather(*hub._errands)
         seen["due"] = live.unpublished
         arrive(" alone")  # within the tick of the batch just sent, and nothing follows it
         seen["waiting"] = live.unpublished
@@ -188,6 +184,7 @@ def test_text_goes_out_once_a_tick_on_the_chunk_that_finds_it_due_or_on_a_timer(
         hub.loop.close()
     # The first text alone, then about one publish per 100 ms over the 0.5 s of chunks.
     assert 4 <= live.seq <= 9, live.seq
+    assert seen["batching"] is True
     assert seen["due"] == ""
     assert seen["waiting"] == " alone"
     assert seen["late"] == ""
