@@ -89,7 +89,9 @@ class StreamHub:
         self._giving_back: list[tuple[LiveReply, asyncio.Future[None]]] = []
         self._work = asyncio.Event()  # set while there is housekeeping to tick for
         self._batching = False  # a batch publish is on its way
-        # When the next batch is due (at a chunk), and when a timer publishes it at the latest.
+        self._last_batch = 0.0  # when the last batch publish started (monotonic)
+        # When the next batch is due (at a chunk), and when a timer publishes it at the latest:
+        # worked out when a batch starts or a reply arrives (`_retime`), not once a chunk.
         self._next_batch = self._late_batch = 0.0
         self._late_text: asyncio.TimerHandle | None = None  # see `publish_when_due`
 
@@ -214,6 +216,7 @@ class StreamHub:
         """Start hosting a reply; an interrupt that came before it was hosted still counts."""
         self.replies[live.message_id] = live
         self._work.set()
+        self._retime()  # the tick widens with the streams (and a changed setting applies)
         if self.handing_over:
             live.handed_over = True
             self._cancel([live.message_id])
@@ -249,12 +252,19 @@ class StreamHub:
         self._late_text = None
         self.publish_when_due()
 
-    async def _publish_batch(self) -> None:
-        # Worked out once a batch, not once a chunk (settings are a lazy object).
+    def _retime(self) -> None:
+        """Work out when the next batch is due from the tick as it is now (read once here, not
+        once a chunk: settings are a lazy object), and move a waiting timer to match."""
         tick = self.tick_seconds()
-        now = time.monotonic()
-        self._next_batch = now + tick - TICK_TOLERANCE_SECONDS
-        self._late_batch = now + tick * 1.5
+        self._next_batch = self._last_batch + tick - TICK_TOLERANCE_SECONDS
+        self._late_batch = self._last_batch + tick * 1.5
+        if self._late_text is not None:
+            self._late_text.cancel()
+            self._late_text = self.loop.call_at(self._late_batch, self._late_text_due)
+
+    async def _publish_batch(self) -> None:
+        self._last_batch = time.monotonic()
+        self._retime()
         try:
             await self._publish_due()
         finally:
