@@ -170,7 +170,11 @@ def test_text_goes_out_once_a_tick_on_the_chunk_that_finds_it_due_or_on_a_timer(
             await asyncio.sleep(0.01)
             arrive(f" w{n}")
         seen["chunks"] = (live.seq, time.monotonic() - started)
-        await asyncio.sleep(0.2)  # past the tick: the next chunk is due on arrival
+        # Let the last chunks go out on their timer (late on a loaded machine), then wait out
+        # a tick from that batch: the next chunk is due on arrival.
+        while live.unpublished or hub._late_text is not None or hub._errands:
+            await asyncio.sleep(0.01)
+        await asyncio.sleep(max(0.0, hub._next_batch - time.monotonic()) + 0.02)
         arrive(" due")
         # The batch is on its way from this chunk's own turn of the loop, with no timer.
         seen["batching"] = hub._batching and hub._late_text is None
@@ -178,7 +182,10 @@ def test_text_goes_out_once_a_tick_on_the_chunk_that_finds_it_due_or_on_a_timer(
         seen["due"] = live.unpublished
         arrive(" alone")  # within the tick of the batch just sent, and nothing follows it
         seen["waiting"] = live.unpublished
-        await asyncio.sleep(0.2)  # the tick and a half the timer waits
+        # The timer sends it a tick and a half after that batch (later on a loaded machine).
+        give_up = time.monotonic() + 3
+        while live.unpublished and time.monotonic() < give_up:
+            await asyncio.sleep(0.01)
         seen["late"] = live.unpublished
         await asyncio.gather(*hub._errands)
 
