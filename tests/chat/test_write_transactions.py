@@ -89,3 +89,51 @@ def test_a_message_with_one_reply_commits_three_write_transactions(
     assert Message.objects.get(pk=posted.replies[0].pk).text
     assert writes.count == 3, writes.seen
     assert writes.locked_only <= 1, writes.seen  # the turn's lock (PostgreSQL's FOR UPDATE)
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("again", ["continue", "regenerate"])
+def test_continue_or_regenerate_waits_for_a_settle_holding_the_turn_and_does_not_deadlock(
+    again, alice_thread, celery_worker, fast_demo
+):
+    """Clicked the moment a reply settles, Continue or Regenerate meets the settle's next step
+    (`turn_advance`), which holds the turn and then reads its replies. Both take the turn
+    first, so one waits for the other; on PostgreSQL the other order was a deadlock (the
+    button's request failed)."""
+    from django.db import transaction
+
+    from apps.chat.council.orchestration import locked_turn
+    from apps.chat.council.replies import reply_continue, reply_rerun
+
+    posted = message_post(thread=alice_thread, author=alice_thread.session.owner,
+                          text="@assistant How should the harbour scene open?")  # fmt: skip
+    settle(posted.replies[0].pk)
+    reply = Message.objects.get(pk=posted.replies[0].pk)
+    if again == "continue":  # cut off at the length limit
+        Message.objects.filter(pk=reply.pk).update(stop_reason="max_tokens")
+        reply.refresh_from_db()
+    holding, failed = threading.Event(), []
+
+    def settle_s_next_step() -> None:
+        try:
+            with transaction.atomic():
+                locked_turn(reply.turn_id)
+                holding.set()
+                time.sleep(0.5)  # the button's request gets as far as it can meanwhile
+                list(Message.objects.select_for_update().filter(turn_id=reply.turn_id))
+        except Exception as error:  # the deadlock may be chosen on this side
+            failed.append(error)
+        finally:
+            from django.db import connection
+
+            connection.close()
+
+    worker = threading.Thread(target=settle_s_next_step)
+    worker.start()
+    assert holding.wait(10)
+    try:
+        (reply_continue if again == "continue" else reply_rerun)(message=reply)
+    finally:
+        worker.join(20)
+    assert not failed, failed
+    settle(reply.pk)

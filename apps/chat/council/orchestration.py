@@ -269,7 +269,12 @@ def first_dispatch(*, replies: list[Message], stagger: bool, sequential: bool = 
     dispatch(stage[:1] if sequential or (stagger and len(parallel) > 1) else stage)
 
 
-def _locked_turn(turn_id: int) -> Turn | None:
+def locked_turn(turn_id: int) -> Turn | None:
+    """The turn, row-locked. A transaction that changes one of a turn's replies takes this
+    first, as the settle's next step (`turn_advance`) does: the two then wait for each other
+    in one order. (On PostgreSQL the other order deadlocks: a reply updated twice in one
+    transaction has its key to the turn checked at commit, while the settle holds the turn
+    and waits for the reply.)"""
     return Turn.objects.select_for_update().filter(pk=turn_id).first()
 
 
@@ -287,7 +292,7 @@ def turn_release(*, message_id: int) -> None:
         message = Message.objects.get(pk=message_id)
         if message.turn_id is None:
             return
-        turn = _locked_turn(message.turn_id)
+        turn = locked_turn(message.turn_id)
         if turn is None or turn.sequential or message.stage == Stage.AUTO_ROUND:
             return
         waiting = Message.objects.filter(
@@ -303,7 +308,7 @@ def turn_advance(*, turn_id: int) -> list[Message]:
     """Start whatever may run now that one of the turn's replies has settled; once the whole
     turn has, the thread's next queued message."""
     with transaction.atomic():
-        turn = _locked_turn(turn_id)
+        turn = locked_turn(turn_id)
         if turn is None:
             return []
         started = _advance_locked(turn)

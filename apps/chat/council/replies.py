@@ -59,10 +59,7 @@ def reply_rerun(*, message: Message, by=None) -> Message:
         raise ValidationError(f"The role @{message.speaker} no longer exists.")
     with transaction.atomic():
         if message.turn_id is not None:
-            # The turn's lock first, as a settle's next step takes it: the two wait for each
-            # other in one order (on PostgreSQL the other order deadlocked, this message's
-            # deferred key checks against the turn the settle had locked).
-            Turn.objects.select_for_update().filter(pk=message.turn_id).first()
+            orchestration.locked_turn(message.turn_id)
         # Re-read under a row lock: a double-click must not queue the reply twice or keep
         # the same earlier text twice.
         message = Message.objects.select_for_update().get(pk=message.pk)
@@ -98,6 +95,8 @@ def reply_continue(*, message: Message, by=None) -> Message:
     """Let a cut-off reply go on from its last word (Continue); its text stays and the model
     is asked to continue exactly where it stopped. Charged to `by`'s daily budget."""
     with transaction.atomic():
+        if message.turn_id is not None:
+            orchestration.locked_turn(message.turn_id)
         charge = {}
         if by is not None:
             session = Session.objects.get(pk=message.thread.session_id)
