@@ -12,7 +12,7 @@ from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.backends.utils import CursorWrapper
 
 from apps.chat.council.posting import message_post
-from apps.chat.models import Message, MessageStatus
+from apps.chat.models import Message, MessageStatus, Thread
 from tests.conftest import wait_worker_idle
 
 WRITES = ("INSERT", "UPDATE", "DELETE")
@@ -97,7 +97,7 @@ def test_continue_or_regenerate_waits_for_a_settle_holding_the_turn_and_does_not
     again, alice_thread, celery_worker, fast_demo
 ):
     """Clicked the moment a reply settles, Continue or Regenerate meets the settle's next step
-    (`turn_advance`), which holds the turn and then reads its replies. Both take the turn
+    (`reply_settled_next`), which holds the turn and then locks the thread. Both take the turn
     first, so one waits for the other; on PostgreSQL the other order was a deadlock (the
     button's request failed)."""
     from django.db import transaction
@@ -120,7 +120,8 @@ def test_continue_or_regenerate_waits_for_a_settle_holding_the_turn_and_does_not
                 locked_turn(reply.turn_id)
                 holding.set()
                 time.sleep(0.5)  # the button's request gets as far as it can meanwhile
-                list(Message.objects.select_for_update().filter(turn_id=reply.turn_id))
+                # `queue_next`: the thread, which the button's request refers to as well
+                list(Thread.objects.select_for_update().filter(pk=reply.thread_id))
         except Exception as error:  # the deadlock may be chosen on this side
             failed.append(error)
         finally:

@@ -273,8 +273,8 @@ def locked_turn(turn_id: int) -> Turn | None:
     """The turn, row-locked. A transaction that changes one of a turn's replies takes this
     first, as the settle's next step (`turn_advance`) does: the two then wait for each other
     in one order. (On PostgreSQL the other order deadlocks: a reply updated twice in one
-    transaction has its key to the turn checked at commit, while the settle holds the turn
-    and waits for the reply.)"""
+    transaction has its keys checked at commit, its thread's and then its turn's, while the
+    settle holds the turn and waits to lock the thread.)"""
     return Turn.objects.select_for_update().filter(pk=turn_id).first()
 
 
