@@ -387,22 +387,12 @@ def asgi_server(asgi_server_session, celery_worker):
 def browser_session():
     from playwright.sync_api import sync_playwright
 
+    from tests.chromium import TestChromium
+
     with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(
-            executable_path="/usr/bin/chromium",
-            headless=True,
-            args=[
-                "--no-sandbox",
-                "--disable-gpu",
-                "--disable-quic",
-                "--no-first-run",
-                "--disable-background-networking",
-                "--disable-component-update",
-                "--disable-sync",
-            ],
-        )
-        yield browser
-        browser.close()
+        chromium = TestChromium(playwright)
+        yield chromium
+        chromium.close()
 
 
 @pytest.fixture
@@ -412,7 +402,7 @@ def page(browser_session, asgi_server):
     errors: list[str] = []
     page.on("pageerror", lambda exc: errors.append(str(exc)))
     yield page
-    context.close()
+    browser_session.close_context(context)
     assert not errors, f"JavaScript errors on the page: {errors}"
 
 

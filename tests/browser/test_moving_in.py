@@ -129,4 +129,4 @@ def test_a_thread_shared_by_link_is_read_live_by_a_visitor(
         )
         assert visitor.goto(url).status == 404
     finally:
-        visitor_context.close()
+        browser_session.close_context(visitor_context)

@@ -33,7 +33,7 @@ def person(browser_session, asgi_server):
 
     yield open_as
     for context in contexts:
-        context.close()
+        browser_session.close_context(context)
 
 
 def open_thread(page, thread):
