@@ -102,6 +102,7 @@ def _main_processes() -> list[psutil.Process]:
     found = []
     for process in psutil.Process().children(recursive=True):
         with contextlib.suppress(psutil.NoSuchProcess):
-            if process.name() == "chromium" and process.parent().name() != "chromium":
+            parent = process.parent()
+            if process.name() == "chromium" and parent and parent.name() != "chromium":
                 found.append(process)
     return found
