@@ -127,7 +127,8 @@ async def _run_stream(http, server, stream: Stream, start: asyncio.Event, csrf: 
             stream.answered_at = time.monotonic()
             if response.status != 200 or not REPLY.search(body):
                 queued = " (queued behind a turn)" if 'id="queued-' in body else ""
-                stream.status = f"POST {response.status}{queued}"
+                said = " ".join(re.sub(r"<[^>]+>", " ", body).split())[:160]
+                stream.status = f"POST {response.status}{queued}: {said}"
                 return
             stream.reply_id = REPLY.search(body)[1]
         while True:
