@@ -72,6 +72,12 @@ def preload(env: dict[str, str], *, before_fork: tuple[str, ...] = ()) -> None:
     app.loader.import_default_modules()  # the tasks and what they import
     _compile_templates()
     connections.close_all()  # no child may share the commands' connections
+    for connection in connections.all(initialized_only=True):
+        # PostgreSQL's pool runs threads (its scheduler and workers) that a fork cannot copy:
+        # close it here, and each child opens its own on its first query.
+        close_pool = getattr(connection, "close_pool", None)
+        if close_pool is not None:
+            close_pool()
     gc.collect()
     gc.freeze()
 

@@ -6,11 +6,13 @@ import signal
 import subprocess
 import sys
 import time
+import urllib.parse
 import urllib.request
 from pathlib import Path
 
 import pytest
 
+from apps.chat.models import USER_SPEAKER
 from config.embedded_redis import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -213,3 +215,96 @@ def test_every_web_process_serves_the_port_and_a_killed_launcher_takes_them_with
         app.process.send_signal(signal.SIGKILL)
         app.process.wait(60)
     assert gone(children)
+
+
+def suite_database_url(name: str) -> str | None:
+    """A fresh database `name` of the suite's own kind: None on SQLite (the launcher makes its
+    own file), a new PostgreSQL database in the PostgreSQL pass."""
+    from django.conf import settings
+
+    database = settings.DATABASES["default"]
+    if "postgresql" not in database["ENGINE"]:
+        return None
+    import psycopg
+
+    server = {k: database[k] for k in ("HOST", "PORT", "USER") if database.get(k)}
+    admin = psycopg.connect(
+        dbname="postgres", host=server.get("HOST"), port=server.get("PORT"),
+        user=server.get("USER"), password=database.get("PASSWORD") or None, autocommit=True,
+    )  # fmt: skip
+    with admin:
+        admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        admin.execute(f'CREATE DATABASE "{name}"')
+    user = server.get("USER", "postgres")
+    return f"postgres://{user}@{server.get('HOST', '127.0.0.1')}:{server.get('PORT', 5432)}/{name}"
+
+
+class Browser:
+    """A person's cookies and CSRF token, over plain HTTP."""
+
+    CSRF = re.compile(r'name="csrfmiddlewaretoken" value="([^"]+)"')
+
+    def __init__(self, base: str) -> None:
+        import http.cookiejar
+
+        self.base = base
+        self.opener = urllib.request.build_opener(
+            urllib.request.HTTPCookieProcessor(http.cookiejar.CookieJar())
+        )
+
+    def get(self, path: str) -> tuple[str, str]:
+        with self.opener.open(self.base + path, timeout=30) as page:
+            return page.geturl(), page.read().decode()
+
+    def post(self, path: str, data: dict[str, str], token_from: str) -> tuple[str, str]:
+        token = self.CSRF.search(self.get(token_from)[1])
+        assert token, f"no CSRF token on {token_from}"
+        body = urllib.parse.urlencode({**data, "csrfmiddlewaretoken": token[1]}).encode()
+        request = urllib.request.Request(
+            self.base + path, data=body, headers={"Referer": self.base + token_from}
+        )
+        with self.opener.open(request, timeout=30) as page:
+            return page.geturl(), page.read().decode()
+
+
+@pytest.mark.slow
+def test_it_starts_on_the_suites_database_and_a_message_posted_through_it_is_answered(tmp_path):
+    """`make run` as deployed: on PostgreSQL in the suite's PostgreSQL pass (whose pool must
+    open after the fork: its threads cannot be forked), on SQLite otherwise. A person logs
+    in, starts a session, posts a message, and the demo provider's reply arrives."""
+    import uuid
+
+    name = f"parley_launcher_{os.getpid()}"
+    database = suite_database_url(name)
+    app = Launched(tmp_path, **({"DATABASE_URL": database} if database else {}))
+    try:
+        app.wait_for(lambda: app.page() is not None, "Parley did not start", timeout=180)
+        login = re.search(r"local login: (\S+) / (\S+)", app.log.read_text())
+        assert login, app.log.read_text()
+        person = Browser(f"http://127.0.0.1:{app.port}")
+        person.post("/login/", {"username": login[1], "password": login[2]}, token_from="/login/")
+        thread_url, _ = person.post("/sessions/new/", {"name": "Launcher"}, token_from="/")
+        assert "/t/" in thread_url, thread_url
+        thread = thread_url.rstrip("/").rsplit("/", 1)[-1]
+        text = f"Hello from the launcher test {uuid.uuid4().hex[:8]}"
+        person.post(f"/t/{thread}/messages/", {"text": text, "client_token": str(uuid.uuid4())},
+                    token_from=f"/t/{thread}/")  # fmt: skip
+
+        def answered() -> bool:
+            page = person.get(f"/t/{thread}/")[1]
+            replies = re.findall(r'data-status="done" data-speaker="([^"]+)"', page)
+            return text in page and any(speaker != USER_SPEAKER for speaker in replies)
+
+        app.wait_for(answered, "the demo provider's reply did not arrive", timeout=120)
+        assert "Traceback" not in app.log.read_text()
+    finally:
+        app.process.send_signal(signal.SIGINT)
+        try:
+            app.process.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            app.process.kill()
+        if database:
+            import psycopg
+
+            with psycopg.connect(database.rsplit("/", 1)[0] + "/postgres", autocommit=True) as c:
+                c.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
