@@ -35,6 +35,24 @@ def recover_replies_once() -> None:
         close_old_connections()
     if restarted:
         logger.warning("Restarted %d unfinished replies", len(restarted))
+    end_abandoned_imports()
+
+
+def end_abandoned_imports() -> None:
+    """Imports whose worker died while reading or writing them end as failed, with why."""
+    from django.db import close_old_connections
+
+    from apps.imports.services import jobs_sweep
+
+    try:
+        ended = jobs_sweep()
+    except Exception:
+        logger.exception("Could not end abandoned imports")
+        return
+    finally:
+        close_old_connections()
+    if ended:
+        logger.warning("Ended %d imports whose worker stopped", ended)
 
 
 def recovery_sweeps(stop: threading.Event, interval: float) -> None:

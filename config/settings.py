@@ -234,6 +234,11 @@ PARLEY_MAX_REPLY_ATTEMPTS = env_int("PARLEY_MAX_REPLY_ATTEMPTS", 3, minimum=1)
 PARLEY_MAX_MESSAGE_CHARS = env_int("PARLEY_MAX_MESSAGE_CHARS", 100_000, minimum=100)
 # Imports (ChatGPT, Claude, Open WebUI, LibreChat, Parley exports): the largest file taken.
 PARLEY_IMPORT_MAX_BYTES = env_int("PARLEY_IMPORT_MAX_BYTES", 2 * 1024**3, minimum=1024)
+# Each file is read in a child process under these ceilings (apps/imports/sandbox.py): its
+# address space, and the CPU seconds it may spend (a base, plus a share per MB of the file).
+PARLEY_IMPORT_MEMORY_MB = env_int("PARLEY_IMPORT_MEMORY_MB", 1024, minimum=256)
+PARLEY_IMPORT_CPU_SECONDS = env_int("PARLEY_IMPORT_CPU_SECONDS", 60, minimum=1)
+PARLEY_IMPORT_CPU_SECONDS_PER_MB = env_int("PARLEY_IMPORT_CPU_SECONDS_PER_MB", 1, minimum=0)
 # Demo provider pacing: about 300 ms to the first token and 40 tokens per second.
 PARLEY_DEMO_FIRST_TOKEN_MS = env_int("PARLEY_DEMO_FIRST_TOKEN_MS", 300, minimum=0)
 PARLEY_DEMO_TOKENS_PER_SECOND = env_int("PARLEY_DEMO_TOKENS_PER_SECOND", 40, minimum=1)

@@ -45,6 +45,10 @@ class ImportJob(models.Model):
     report = models.JSONField(default=dict, blank=True)
     error = models.TextField(blank=True)
     cancel_requested = models.BooleanField(default=False)
+    # A worker took it this many times: a second time means the first one died with it (and
+    # is not tried again). Its heartbeat, while it works, tells a sweep it is still alive.
+    attempts = models.PositiveSmallIntegerField(default=0)
+    heartbeat_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     finished_at = models.DateTimeField(null=True, blank=True)
 

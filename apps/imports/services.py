@@ -15,18 +15,19 @@ from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.core.files.base import ContentFile
 from django.core.files.storage import default_storage
-from django.db import IntegrityError, transaction
+from django.db import DatabaseError, IntegrityError, transaction
 from django.utils import timezone
 from kombu.exceptions import OperationalError
 from redis.exceptions import RedisError
 
 from apps.chat.models import USER_SPEAKER
+from apps.chat.records.attachments import files_kept_on_commit
 from apps.chat.records.imported import ImportedMessage, ImportedThread, session_import
-from apps.imports.layout import layout
-from apps.imports.models import ImportedConversation, ImportJob, ImportStatus
-from apps.imports.scanning import scan
+from apps.imports import sandbox
+from apps.imports.layout import Layout
+from apps.imports.models import RUNNING, ImportedConversation, ImportJob, ImportStatus
 from apps.imports.sources.common import SourceConversation
-from apps.imports.sources.reading import LABELS, UnreadableFile, read_export
+from apps.imports.sources.reading import LABELS, UnreadableFile
 from apps.roles.models import Role
 from apps.roles.selectors import roles_offered
 from apps.roles.services import role_for_imported_voice
@@ -140,17 +141,57 @@ def _discard_abandoned(owner) -> None:
         _finish(job, ImportStatus.CANCELLED, error="Not started within a day: discarded.")
 
 
+def job_take(job_pk: int, status: str) -> ImportJob | None:
+    """The job a task was sent for, counted as taken; None when it is no longer `status`. A
+    job taken before (its task redelivered: the worker that had it died) is failed, not run
+    again: a file that took a worker down must not take the next one."""
+    with transaction.atomic():
+        job = ImportJob.objects.select_for_update().filter(pk=job_pk, status=status).first()
+        if job is None:
+            return None
+        job.attempts += 1
+        job.heartbeat_at = timezone.now()
+        job.save(update_fields=["attempts", "heartbeat_at"])
+    if job.attempts > 1:
+        _finish(job, ImportStatus.FAILED, error=WORKER_DIED)
+        return None
+    return job
+
+
+WORKER_DIED = (
+    "The worker handling this file stopped before it finished, so it was not tried again. "
+    "What was imported stays; send the file again to pick up the rest."
+)
+
+
 def job_preview(job: ImportJob) -> None:
-    """Read the file and keep what importing it would make (the worker's side of job_create)."""
+    """Read the file and keep what importing it would make (the worker's side of job_create).
+    Whatever happens, the job ends: ready, or failed with a sentence."""
+    try:
+        _preview(job)
+    except Exception:
+        logger.exception("Reading import %s failed", job.pk)
+        _finish(job, ImportStatus.FAILED, error=UNEXPECTED)
+
+
+UNEXPECTED = "Parley could not read this file (an error on our side, logged for the admins)."
+
+
+def _preview(job: ImportJob) -> None:
     imported = set(
         ImportedConversation.objects.filter(owner=job.owner).values_list("key", flat=True)
     )
 
     def progress(position: int) -> None:
-        ImportJob.objects.filter(pk=job.pk).update(done=position)
+        ImportJob.objects.filter(pk=job.pk).update(done=position, heartbeat_at=timezone.now())
 
     try:
-        preview = scan(_path(job), imported=imported, progress=progress)
+        preview = sandbox.preview(
+            _path(job), imported=imported, progress=progress, should_stop=_stopper(job)
+        )
+    except sandbox.Stopped:
+        _finish(job, ImportStatus.CANCELLED)
+        return
     except UnreadableFile as exc:
         _finish(job, ImportStatus.FAILED, error=str(exc))
         return
@@ -164,6 +205,18 @@ def job_preview(job: ImportJob) -> None:
         status=ImportStatus.READY, preview=preview, roles=suggested, done=0,
         total=preview["conversations"],
     )  # fmt: skip
+
+
+def _stopper(job: ImportJob):
+    """Asked while the reader works (about once a second): whether the job was cancelled or
+    ended meanwhile; each ask is also the job's heartbeat."""
+
+    def should_stop() -> bool:
+        ImportJob.objects.filter(pk=job.pk).update(heartbeat_at=timezone.now())
+        row = ImportJob.objects.filter(pk=job.pk).values("status", "cancel_requested").first()
+        return row is None or row["cancel_requested"] or row["status"] not in RUNNING
+
+    return should_stop
 
 
 def _suggested_role(owner, voice: str) -> str:
@@ -186,7 +239,7 @@ def job_start(*, job: ImportJob, roles: dict[str, str]) -> ImportJob:
             raise ValidationError(f"There is no role @{pick} for the replies of {voice}.")
         chosen[voice] = pick
     updated = ImportJob.objects.filter(pk=job.pk, status=ImportStatus.READY).update(
-        status=ImportStatus.IMPORTING, roles=chosen, done=0
+        status=ImportStatus.IMPORTING, roles=chosen, done=0, attempts=0
     )
     if not updated:
         raise ValidationError("This import has already started.")
@@ -196,48 +249,90 @@ def job_start(*, job: ImportJob, roles: dict[str, str]) -> ImportJob:
 
 
 def job_cancel(*, job: ImportJob) -> ImportJob:
-    """Stop an import: at once before it starts, else after the conversation being written
-    (what was imported stays; importing the file again picks up where it stopped)."""
+    """Stop an import in any state: at once before it starts or while its file arrives or is
+    read, else after the conversation being written (what was imported stays; importing the
+    file again picks up where it stopped)."""
     if job.status == ImportStatus.IMPORTING:
         ImportJob.objects.filter(pk=job.pk).update(cancel_requested=True)
-    elif job.status in (ImportStatus.READING, ImportStatus.READY):
+    elif job.status in (ImportStatus.UPLOADING, ImportStatus.READING, ImportStatus.READY):
         _finish(job, ImportStatus.CANCELLED)
     job.refresh_from_db()
     return job
 
 
+def jobs_sweep() -> int:
+    """End the jobs whose worker died while it had them (no heartbeat for STALE_AFTER): a
+    worker's sweep runs it. How many were ended."""
+    stale = ImportJob.objects.filter(
+        status__in=(ImportStatus.READING, ImportStatus.IMPORTING),
+        heartbeat_at__lt=timezone.now() - STALE_AFTER,
+    )  # fmt: skip
+    ended = 0
+    for job in stale:
+        ended += _finish(job, ImportStatus.FAILED, error=WORKER_DIED, only_if=job.status)
+    return ended
+
+
+STALE_AFTER = timedelta(minutes=2)
+
+
 def job_run(job: ImportJob) -> None:
     """Write each conversation not imported before as a session (the worker's side of
-    job_start); a broken one is reported and the next one written."""
-    roles: dict[str, Role] = {}
+    job_start); a broken one is reported and the next one written. Whatever happens, the job
+    ends."""
     # `made` counts the sessions; `sessions` names the first REPORTED of them (a report is
     # saved with the progress: it must not grow with a 7,000-conversation export).
     report: dict[str, Any] = {"made": 0, "sessions": [], "already": 0, "broken": [],
                               "problems": []}  # fmt: skip
-    saved = time.monotonic()
     try:
-        for entry in read_export(_path(job)):
-            if ImportJob.objects.filter(pk=job.pk, cancel_requested=True).exists():
-                _finish(job, ImportStatus.CANCELLED, report=report)
-                return
-            if entry.conversation is None:
-                report["broken"].append({"position": entry.position, "title": entry.title,
-                                         "reason": entry.broken})  # fmt: skip
-                continue
-            _import_one(job, entry.conversation, entry.format, roles, report)
-            if time.monotonic() - saved >= PROGRESS_SECONDS:  # the bar moves; the row stays small
-                done = report["made"] + report["already"]
-                ImportJob.objects.filter(pk=job.pk).update(done=done, report=report)
-                saved = time.monotonic()
+        _run(job, report)
+    except sandbox.Stopped:
+        _finish(job, ImportStatus.CANCELLED, report=report)
     except UnreadableFile as exc:
         _finish(job, ImportStatus.DONE, report=report, error=str(exc))
-        return
-    _finish(job, ImportStatus.DONE, report=report)
+    except Exception:
+        logger.exception("Import %s failed", job.pk)
+        _finish(job, ImportStatus.FAILED, report=report, error=UNEXPECTED)
+    else:
+        _finish(job, ImportStatus.DONE, report=report)
+
+
+def _run(job: ImportJob, report: dict[str, Any]) -> None:
+    roles: dict[str, Role] = {}
+    saved = time.monotonic()
+    should_stop = _stopper(job)
+    with sandbox.conversations(_path(job), should_stop=should_stop) as read:
+        for found in read:
+            entry = found.entry
+            if should_stop():
+                raise sandbox.Stopped
+            if entry.conversation is None or found.planned is None:
+                _broken(report, entry.position, entry.title, entry.broken)
+                continue
+            try:
+                _import_one(job, entry.conversation, found.planned, entry.format, roles, report)
+            except (DatabaseError, ValidationError, ValueError) as exc:
+                # One conversation the database refuses is reported; the rest import.
+                logger.warning("Import %s: conversation %s not written (%r)", job.pk,
+                               entry.position, exc)  # fmt: skip
+                _broken(report, entry.position, entry.title,
+                        "it could not be written (Parley kept nothing of it)")  # fmt: skip
+            if time.monotonic() - saved >= PROGRESS_SECONDS:  # the bar moves; the row stays small
+                done = report["made"] + report["already"]
+                ImportJob.objects.filter(pk=job.pk).update(
+                    done=done, report=report, heartbeat_at=timezone.now()
+                )
+                saved = time.monotonic()
+
+
+def _broken(report: dict[str, Any], position: int, title: str, reason: str) -> None:
+    if len(report["broken"]) < REPORTED:
+        report["broken"].append({"position": position, "title": title, "reason": reason})
 
 
 def _import_one(
-    job: ImportJob, found: SourceConversation, source: str, roles: dict[str, Role],
-    report: dict[str, Any],
+    job: ImportJob, found: SourceConversation, planned: Layout, source: str,
+    roles: dict[str, Role], report: dict[str, Any],
 ) -> None:  # fmt: skip
     if ImportedConversation.objects.filter(owner=job.owner, key=found.key).exists():
         report["already"] += 1
@@ -245,7 +340,6 @@ def _import_one(
     for voice in found.voices:
         if voice not in roles:
             roles[voice] = _role_for(job, voice, source)
-    planned = layout(found)
     threads = [
         ImportedThread(
             messages=[
@@ -265,7 +359,8 @@ def _import_one(
     ]
     used = list({roles[v].pk: roles[v] for v in found.voices}.values())
     try:
-        with transaction.atomic():
+        # The rows and the files' bytes together: a rollback takes back the bytes stored.
+        with files_kept_on_commit(), transaction.atomic():
             written = session_import(
                 owner=job.owner, name=found.title, roles=used or None, threads=threads,
                 created_at=found.created_at, updated_at=found.updated_at,
@@ -298,14 +393,23 @@ def _path(job: ImportJob) -> Path:
     return Path(job.file.path)
 
 
-def _finish(job: ImportJob, status: str, *, report: dict | None = None, error: str = "") -> None:
+def _finish(
+    job: ImportJob, status: str, *, report: dict | None = None, error: str = "",
+    only_if: str | None = None,
+) -> int:  # fmt: skip
+    """End the job (unless it has ended already, or is no longer `only_if`) and delete its
+    file; 1 when this call ended it."""
     fields: dict[str, Any] = {"status": status, "finished_at": timezone.now(), "error": error}
     if report is not None:
         fields["report"] = report
         fields["done"] = report["made"] + report["already"]
-    ImportJob.objects.filter(pk=job.pk).update(**fields, file="")
-    if job.file.name:
+    rows = ImportJob.objects.filter(pk=job.pk, finished_at__isnull=True)
+    if only_if is not None:
+        rows = rows.filter(status=only_if)
+    ended = rows.update(**fields, file="")
+    if ended and job.file.name:
         default_storage.delete(job.file.name)
+    return ended
 
 
 def _send(task: str, job: ImportJob) -> None:

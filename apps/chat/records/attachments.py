@@ -4,6 +4,9 @@ counted in the session's quota with its workspace, and bound to the message it i
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
@@ -22,6 +25,35 @@ from apps.workspace.files import WorkspaceError
 MAX_ATTACHMENT_BYTES = 32 * 1024 * 1024  # a PDF as big as Anthropic's whole request may be
 MAX_PER_MESSAGE = 20  # Anthropic shrinks every image of a request that holds more
 MAX_FILES_AT_ONCE = 20  # in one upload
+
+# The files stored inside the transaction files_kept_on_commit guards (None outside one).
+_stored_here: ContextVar[list[str] | None] = ContextVar("stored_here", default=None)
+
+
+@contextmanager
+def files_kept_on_commit() -> Iterator[None]:
+    """Around a transaction that adds attachments: when it fails, the bytes it stored go too
+    (a database rollback cannot take back a file), so rows and files are kept together or
+    not at all."""
+    stored: list[str] = []
+    token = _stored_here.set(stored)
+    try:
+        yield
+    except BaseException:
+        for name in stored:
+            default_storage.delete(name)
+        raise
+    finally:
+        _stored_here.reset(token)
+
+
+def _store(name: str, data: bytes) -> None:
+    if default_storage.exists(name):
+        return  # the same bytes, kept for the session before
+    saved = default_storage.save(name, ContentFile(data))
+    stored = _stored_here.get()
+    if stored is not None:
+        stored.append(saved)
 
 
 def attachment_add(*, session: Session, owner, thread: Thread | None, name: str, data: bytes):
@@ -45,8 +77,7 @@ def attachment_add(*, session: Session, owner, thread: Thread | None, name: str,
         twin = Attachment.objects.filter(session=session, sha256=digest).first()
         if twin is None:
             _check_quota(session, len(kept.data), name)
-            if not default_storage.exists(path):
-                default_storage.save(path, ContentFile(kept.data))
+            _store(path, kept.data)
         return Attachment.objects.create(
             session=session, owner=owner, thread=thread, name=name, kind=kept.kind,
             media_type=kept.media_type, size=len(kept.data), sha256=digest, file=path,
@@ -65,8 +96,7 @@ def _preview(kept: Sniffed, path: str) -> str:
     if picture is None:
         return ""
     name = path.rsplit(".", 1)[0] + ".page1.png"
-    if not default_storage.exists(name):
-        default_storage.save(name, ContentFile(picture))
+    _store(name, picture)
     return name
 
 

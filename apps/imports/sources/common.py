@@ -6,7 +6,7 @@ from __future__ import annotations
 import hashlib
 from collections import Counter
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from apps.chat.records.text import storable
@@ -17,6 +17,11 @@ MAX_TITLE_CHARS = 120
 MAX_MESSAGE_CHARS = 1_000_000
 MAX_MODEL_CHARS = 120
 MAX_ATTACHMENT_BYTES = 32 * 1024 * 1024
+MAX_KEY_CHARS = 200  # what ImportedConversation.key holds; a longer id is kept as its hash
+# Times outside these are not real (a hand-edited file, a clock at zero): the message is kept
+# without its time, and a page never meets a date Python cannot show.
+EARLIEST = datetime(1990, 1, 1, tzinfo=UTC)
+LATEST_AHEAD = timedelta(days=2)
 
 
 class BrokenConversation(ValueError):
@@ -86,7 +91,8 @@ def clean_model(value: Any) -> str:
 
 
 def timestamp(value: Any) -> datetime | None:
-    """Seconds or milliseconds since the epoch, or an ISO 8601 string; None when neither."""
+    """Seconds or milliseconds since the epoch, or an ISO 8601 string, in UTC; None when
+    neither, or when outside 1990 to the day after tomorrow."""
     try:
         if isinstance(value, bool):
             return None
@@ -94,13 +100,25 @@ def timestamp(value: Any) -> datetime | None:
             seconds = float(value)
             if seconds > 1e11:  # milliseconds (or later than the year 5138)
                 seconds /= 1000
-            return datetime.fromtimestamp(seconds, tz=UTC)
-        if isinstance(value, str) and value:
+            moment = datetime.fromtimestamp(seconds, tz=UTC)
+        elif isinstance(value, str) and value:
             moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
-            return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+            moment = (moment if moment.tzinfo else moment.replace(tzinfo=UTC)).astimezone(UTC)
+        else:
+            return None
     except (ValueError, OverflowError, OSError):
         return None
-    return None
+    if not EARLIEST <= moment <= datetime.now(UTC) + LATEST_AHEAD:
+        return None
+    return moment
+
+
+def stable_key(key: str) -> str:
+    """A conversation's key as stored: a source id too long for the column becomes its hash
+    (the same id, the same key)."""
+    if len(key) <= MAX_KEY_CHARS:
+        return key
+    return content_key(key)
 
 
 def content_key(*parts: str) -> str:
@@ -136,8 +154,12 @@ def keep_kept(
 
 
 def in_tree_order(messages: list[SourceMessage]) -> list[SourceMessage]:
-    """Parents before children, siblings in the order they were written (then as listed)."""
+    """Parents before children, siblings in the order they were written (then as listed).
+    Two messages with one id are refused: the tree they make is not the source's."""
     by_key = {m.key: m for m in messages}
+    if len(by_key) < len(messages):
+        repeated = next(key for key, n in Counter(m.key for m in messages).items() if n > 1)
+        raise BrokenConversation(f"two of its messages have the same id ({repeated[:40]!r})")
     children: dict[str | None, list[SourceMessage]] = {}
     for position, message in enumerate(messages):
         parent = message.parent if message.parent in by_key else None

@@ -7,9 +7,11 @@ from __future__ import annotations
 
 import json
 import zipfile
+import zlib
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path, PurePosixPath
 from typing import IO, Any
 
@@ -22,6 +24,7 @@ from apps.imports.sources.common import (
     SourceConversation,
     SourceFile,
     clean_title,
+    stable_key,
 )
 
 SOURCES = (chatgpt, claude, openwebui, librechat, parley)
@@ -29,6 +32,18 @@ LABELS = {source.FORMAT: source.LABEL for source in SOURCES}
 # A file that is one JSON object (not a list) is read whole: LibreChat's and Parley's exports
 # hold one conversation each.
 MAX_SINGLE_OBJECT_BYTES = 64 * 1024 * 1024
+# How deep a conversation of a list may nest its data: real exports nest about ten levels. A
+# deeper one is reported broken; past MAX_FILE_NESTING the whole file is refused before it is
+# read, as the list reader's memory grows with the square of the depth (16,000 levels: 600 MB).
+MAX_NESTING = 200
+MAX_FILE_NESTING = 2_000
+# A .zip's members (ChatGPT's holds one per image) and how big they say they are unpacked.
+MAX_ZIP_MEMBERS = 100_000
+MAX_UNZIPPED_BYTES = 16 * 1024**3
+DAMAGED = (zipfile.BadZipFile, zlib.error, EOFError)
+# The JSON reader copies a string that spans its reads once per read: with big reads, a
+# 300 MB string costs 20 s instead of 5 minutes (and the reader 2 MB more).
+READ_BYTES = 1024 * 1024
 
 
 class UnreadableFile(ValueError):
@@ -49,25 +64,77 @@ class Entry:
 def read_export(path: Path) -> Iterator[Entry]:
     """Each conversation of the export at `path`, in file order. Raises UnreadableFile when the
     file is not an export Parley reads (before any entry, or mid-file when it is cut off)."""
-    with _opened(path) as (stream, files):
-        yield from _entries(stream, files)
+    try:
+        with _opened(path) as (opener, files):
+            with opener() as stream:
+                deep = _deep_items(stream)
+            with opener() as stream:
+                yield from _entries(stream, files, deep)
+    except DAMAGED as exc:
+        raise UnreadableFile(f"The .zip is damaged ({exc}).") from None
+
+
+Opener = Callable[[], IO[bytes]]
 
 
 @contextmanager
-def _opened(path: Path) -> Iterator[tuple[IO[bytes], Callable[[str], SourceFile | None]]]:
+def _opened(path: Path) -> Iterator[tuple[Opener, Callable[[str], SourceFile | None]]]:
     if zipfile.is_zipfile(path):
         with zipfile.ZipFile(path) as archive:
+            members = archive.infolist()
+            if len(members) > MAX_ZIP_MEMBERS:
+                raise UnreadableFile(
+                    f"The .zip holds {len(members):,} files; an export holds far fewer "
+                    f"(Parley reads up to {MAX_ZIP_MEMBERS:,})."
+                )
+            if sum(member.file_size for member in members) > MAX_UNZIPPED_BYTES:
+                raise UnreadableFile(
+                    f"Unpacked, the .zip would be over {MAX_UNZIPPED_BYTES // 1024**3} GB."
+                )
             names = [n for n in archive.namelist() if not n.endswith("/")]
             inner = [n for n in names if PurePosixPath(n).name == "conversations.json"]
             if not inner:
                 raise UnreadableFile(
                     "The .zip holds no conversations.json: is it a ChatGPT or Claude export?"
                 )
-            with archive.open(min(inner, key=len)) as stream:
-                yield stream, _zip_files(archive, names)
+            chosen = min(inner, key=len)
+            yield (lambda: archive.open(chosen)), _zip_files(archive, names)
         return
-    with open(path, "rb") as stream:
-        yield stream, lambda pointer: None
+    yield partial(path.open, "rb"), lambda pointer: None
+
+
+def _deep_items(stream: IO[bytes]) -> dict[int, int]:
+    """The conversations (by position) nested deeper than MAX_NESTING, and how deep, from a
+    pass over the file's events that builds nothing; refuses the file past MAX_FILE_NESTING.
+    Invalid JSON ends the pass: reading the file says where."""
+    first, rewound = _peeked(stream)
+    listed = first == b"["
+    deep: dict[int, int] = {}
+    depth = position = deepest = 0
+    try:
+        for event, _ in ijson.basic_parse(rewound, use_float=True, buf_size=READ_BYTES):
+            if event == "start_map" or event == "start_array":
+                if depth == 1 and listed:
+                    position, deepest = position + 1, 0
+                depth += 1
+                level = depth - 1 if listed else depth
+                if level > deepest:
+                    deepest = level
+                    if level > MAX_FILE_NESTING:
+                        raise UnreadableFile(
+                            f"Conversation {max(position, 1):,} nests its data more than "
+                            f"{MAX_FILE_NESTING:,} levels deep; exports nest about ten, and "
+                            "Parley does not read such a file."
+                        )
+                    if level > MAX_NESTING:
+                        deep[max(position, 1)] = level
+            elif event == "end_map" or event == "end_array":
+                depth -= 1
+            elif depth == 1 and listed and event != "map_key":
+                position += 1
+    except ijson.JSONError:
+        pass
+    return deep
 
 
 def _zip_files(archive: zipfile.ZipFile, names: list[str]) -> Callable[[str], SourceFile | None]:
@@ -84,18 +151,24 @@ def _zip_files(archive: zipfile.ZipFile, names: list[str]) -> Callable[[str], So
                 info = archive.getinfo(name)
                 if info.file_size > MAX_ATTACHMENT_BYTES:
                     return None
-                return SourceFile(
-                    name=base[len(ident) :].lstrip("-_") or base, data=archive.read(name)
-                )
+                try:
+                    data = archive.read(name)
+                except DAMAGED as exc:
+                    raise BrokenConversation(
+                        f"its file {base!r} is damaged in the .zip ({exc})"
+                    ) from None
+                return SourceFile(name=base[len(ident) :].lstrip("-_") or base, data=data)
         return None
 
     return find
 
 
-def _entries(stream: IO[bytes], files: Callable[[str], SourceFile | None]) -> Iterator[Entry]:
+def _entries(
+    stream: IO[bytes], files: Callable[[str], SourceFile | None], deep: dict[int, int]
+) -> Iterator[Entry]:
     first, rewound = _peeked(stream)
     if first == b"[":
-        items: Iterator[Any] = ijson.items(rewound, "item", use_float=True)
+        items: Iterator[Any] = ijson.items(rewound, "item", use_float=True, buf_size=READ_BYTES)
     elif first == b"{":
         data = rewound.read(MAX_SINGLE_OBJECT_BYTES + 1)
         if len(data) > MAX_SINGLE_OBJECT_BYTES:
@@ -106,6 +179,13 @@ def _entries(stream: IO[bytes], files: Callable[[str], SourceFile | None]) -> It
     position = 0
     try:
         for position, item in enumerate(items, start=1):
+            if position in deep:
+                yield Entry(
+                    position, title=_title_of(item),
+                    broken=f"its data nests {deep[position]:,} levels deep (Parley reads up to "
+                    f"{MAX_NESTING})",
+                )  # fmt: skip
+                continue
             yield _entry(position, item, files)
     except ijson.JSONError as exc:
         raise UnreadableFile(
@@ -144,22 +224,36 @@ def _loads(data: bytes) -> Any:
         return json.loads(data.decode("utf-8-sig"))
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise UnreadableFile(f"The file is not valid JSON ({exc}).") from None
+    except RecursionError:
+        raise UnreadableFile(
+            "The file nests its data too deep to read; exports nest about ten levels."
+        ) from None
+
+
+def _title_of(item: Any) -> str:
+    if not isinstance(item, dict):
+        return ""
+    return clean_title(item.get("title") or item.get("name") or "")
 
 
 def _entry(position: int, item: Any, files: Callable[[str], SourceFile | None]) -> Entry:
     if not isinstance(item, dict):
         return Entry(position, broken="it is not a conversation (not a JSON object)")
     source = next((s for s in SOURCES if s.looks_like(item)), None)
-    title = clean_title(item.get("title") or item.get("name") or "")
+    title = _title_of(item)
     if source is None:
         return Entry(position, title=title, broken="Parley does not know this kind of export")
     try:
         found = source.conversation(item, files)
     except BrokenConversation as exc:
         return Entry(position, format=source.FORMAT, title=title, broken=str(exc))
-    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+    except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:
         return Entry(
             position, format=source.FORMAT, title=title,
             broken=f"it is not shaped as a {source.LABEL} conversation ({type(exc).__name__})",
         )  # fmt: skip
+    except RecursionError:
+        return Entry(position, format=source.FORMAT, title=title,
+                     broken="its data nests too deep to read")  # fmt: skip
+    found.key = stable_key(found.key)
     return Entry(position, conversation=found, format=source.FORMAT, title=found.title)
