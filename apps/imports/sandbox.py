@@ -21,6 +21,7 @@ import struct
 import subprocess
 import sys
 import tempfile
+import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -220,6 +221,21 @@ def main(argv: list[str]) -> int:
     out = os.fdopen(os.dup(1), "wb")
     os.dup2(2, 1)  # nothing else may write into the frames
     _limit(memory_mb, cpu)
+    # A file that is one object is read whole by a recursive parser: a thread with a deep
+    # stack lets it read a conversation nested thousands of replies deep.
+    threading.stack_size(memory_mb * 1_048_576 // 4)  # a share of the ceiling
+    sys.setrecursionlimit(RECURSION_LIMIT)
+    result: list[int] = []
+    reader = threading.Thread(target=lambda: result.append(_guarded(mode, path, out, memory_mb)))
+    reader.start()
+    reader.join()
+    return result[0] if result else 1
+
+
+RECURSION_LIMIT = 100_000
+
+
+def _guarded(mode: str, path: Path, out: IO[bytes], memory_mb: int) -> int:
     try:
         _run(mode, path, out)
     except UnreadableFile as exc:

@@ -195,8 +195,16 @@ def _preview(job: ImportJob) -> None:
     except UnreadableFile as exc:
         _finish(job, ImportStatus.FAILED, error=str(exc))
         return
-    if not preview["conversations"] and not preview["already"] and not preview["broken"]:
-        _finish(job, ImportStatus.FAILED, error="The file holds no conversations.")
+    if not preview["conversations"] and not preview["already"]:
+        broken = preview["broken"]
+        error = (
+            f"No conversation in it can be read: conversation {broken[0]['position']:,} "
+            f"{broken[0]['reason']}."
+            if broken
+            else "The file holds no conversations."
+        )
+        ImportJob.objects.filter(pk=job.pk).update(preview=preview)
+        _finish(job, ImportStatus.FAILED, error=error)
         return
     suggested = {
         voice["name"]: _suggested_role(job.owner, voice["name"]) for voice in preview["voices"]

@@ -16,6 +16,7 @@ from pathlib import Path, PurePosixPath
 from typing import IO, Any
 
 import ijson
+from ijson.common import ObjectBuilder
 
 from apps.imports.sources import chatgpt, claude, librechat, openwebui, parley
 from apps.imports.sources.common import (
@@ -33,10 +34,11 @@ LABELS = {source.FORMAT: source.LABEL for source in SOURCES}
 # hold one conversation each.
 MAX_SINGLE_OBJECT_BYTES = 64 * 1024 * 1024
 # How deep a conversation of a list may nest its data: real exports nest about ten levels. A
-# deeper one is reported broken; past MAX_FILE_NESTING the whole file is refused before it is
-# read, as the list reader's memory grows with the square of the depth (16,000 levels: 600 MB).
+# deeper one is reported broken and never built (the list reader's memory grows with the
+# square of the depth: 16,000 levels cost it 600 MB); the others are read. A file that is one
+# object (LibreChat nests each reply in the one before) is read whole, as deep as the
+# reader's stack allows (apps/imports/sandbox.py).
 MAX_NESTING = 200
-MAX_FILE_NESTING = 2_000
 # A .zip's members (ChatGPT's holds one per image) and how big they say they are unpacked.
 MAX_ZIP_MEMBERS = 100_000
 MAX_UNZIPPED_BYTES = 16 * 1024**3
@@ -105,29 +107,24 @@ def _opened(path: Path) -> Iterator[tuple[Opener, Callable[[str], SourceFile | N
 
 def _deep_items(stream: IO[bytes]) -> dict[int, int]:
     """The conversations (by position) nested deeper than MAX_NESTING, and how deep, from a
-    pass over the file's events that builds nothing; refuses the file past MAX_FILE_NESTING.
-    Invalid JSON ends the pass: reading the file says where."""
+    pass over the file's events that builds nothing. Invalid JSON ends the pass: reading the
+    file says where."""
     first, rewound = _peeked(stream)
     listed = first == b"["
     deep: dict[int, int] = {}
-    depth = position = deepest = 0
+    if not listed:
+        return deep  # one conversation, read whole (see MAX_NESTING)
+    depth = position = 0
     try:
         for event, _ in ijson.basic_parse(rewound, use_float=True, buf_size=READ_BYTES):
             if event == "start_map" or event == "start_array":
                 if depth == 1 and listed:
-                    position, deepest = position + 1, 0
+                    position += 1
                 depth += 1
                 level = depth - 1 if listed else depth
-                if level > deepest:
-                    deepest = level
-                    if level > MAX_FILE_NESTING:
-                        raise UnreadableFile(
-                            f"Conversation {max(position, 1):,} nests its data more than "
-                            f"{MAX_FILE_NESTING:,} levels deep; exports nest about ten, and "
-                            "Parley does not read such a file."
-                        )
-                    if level > MAX_NESTING:
-                        deep[max(position, 1)] = level
+                if level > MAX_NESTING:
+                    at = max(position, 1)
+                    deep[at] = max(deep.get(at, 0), level)
             elif event == "end_map" or event == "end_array":
                 depth -= 1
             elif depth == 1 and listed and event != "map_key":
@@ -135,6 +132,31 @@ def _deep_items(stream: IO[bytes]) -> dict[int, int]:
     except ijson.JSONError:
         pass
     return deep
+
+
+def _items_skipping(stream: IO[bytes], deep: dict[int, int]) -> Iterator[Any]:
+    """The list's items, built from its events, but for the deep ones (their positions):
+    of those only the top level's plain values are kept (a title to report it by). Slower
+    than ijson.items, so used only for a file that has deep items."""
+    depth = position = 0
+    builder: ObjectBuilder | None = None
+    shallow: dict[str, Any] = {}
+    key = None
+    for event, value in ijson.basic_parse(stream, use_float=True, buf_size=READ_BYTES):
+        opens, closes = event in ("start_map", "start_array"), event in ("end_map", "end_array")
+        if depth == 1 and not closes:
+            position += 1
+            builder, shallow = (None, {}) if position in deep else (ObjectBuilder(), {})
+        if builder is not None and depth >= 1:
+            builder.event(event, value)
+        elif depth == 2 and event == "map_key":
+            key = value
+        elif depth == 2 and not opens and not closes and key is not None:
+            shallow[key] = value
+        depth += opens - closes
+        if depth == 1 and (closes or not opens):
+            yield builder.value if builder is not None else shallow
+            builder, key = None, None
 
 
 def _zip_files(archive: zipfile.ZipFile, names: list[str]) -> Callable[[str], SourceFile | None]:
@@ -167,9 +189,11 @@ def _entries(
     stream: IO[bytes], files: Callable[[str], SourceFile | None], deep: dict[int, int]
 ) -> Iterator[Entry]:
     first, rewound = _peeked(stream)
-    if first == b"[":
-        items: Iterator[Any] = ijson.items(rewound, "item", use_float=True, buf_size=READ_BYTES)
-    elif first == b"{":
+    if first == b"[" and deep:
+        items: Iterator[Any] = _items_skipping(rewound, deep)
+    elif first == b"[":
+        items = ijson.items(rewound, "item", use_float=True, buf_size=READ_BYTES)
+    elif first == b"{":  # one conversation, read whole (LibreChat's nests a level per reply)
         data = rewound.read(MAX_SINGLE_OBJECT_BYTES + 1)
         if len(data) > MAX_SINGLE_OBJECT_BYTES:
             raise UnreadableFile("A single conversation over 64 MB is more than Parley imports.")
