@@ -19,7 +19,6 @@ from typing import Literal
 
 from PIL import Image, ImageOps, UnidentifiedImageError
 from pypdf import PdfReader
-from pypdf.errors import PdfReadError
 
 Kind = Literal["image", "pdf", "text"]
 
@@ -86,6 +85,11 @@ def sniff(data: bytes, name: str) -> Sniffed:
     )
 
 
+# A decoder handed a hostile file can fail in more ways than it documents (a truncated read,
+# a bad table, a recursion): at this boundary any of them means "damaged", never a 500.
+DAMAGED_FILE = Exception
+
+
 def _image(data: bytes, name: str) -> Sniffed | None:
     with warnings.catch_warnings():
         warnings.simplefilter("error", Image.DecompressionBombWarning)
@@ -95,6 +99,8 @@ def _image(data: bytes, name: str) -> Sniffed | None:
             return None
         except (Image.DecompressionBombError, Image.DecompressionBombWarning):
             raise Refused(f"“{name}” claims more pixels than any photo has.") from None
+        except DAMAGED_FILE as exc:
+            raise Refused(f"“{name}” is a damaged image ({_said(exc)}).") from None
         with source:
             width, height = source.size
             if max(width, height) > MAX_SIDE or width * height > MAX_PIXELS:
@@ -106,9 +112,18 @@ def _image(data: bytes, name: str) -> Sniffed | None:
                 source.seek(0)  # the first frame of an animation
                 picture = ImageOps.exif_transpose(source)
                 picture.load()
-            except (OSError, ValueError, SyntaxError, Image.DecompressionBombError) as exc:
-                raise Refused(f"“{name}” is a damaged {source.format} image ({exc}).") from None
-            return _reencoded(picture, source.format or "PNG")
+                return _reencoded(picture, source.format or "PNG")
+            except Image.DecompressionBombError:
+                raise Refused(f"“{name}” claims more pixels than any photo has.") from None
+            except DAMAGED_FILE as exc:
+                raise Refused(
+                    f"“{name}” is a damaged {source.format} image ({_said(exc)})."
+                ) from None
+
+
+def _said(exc: BaseException) -> str:
+    """An exception as a short clause for a person: its words, else its kind."""
+    return (str(exc) or type(exc).__name__)[:200]
 
 
 def _reencoded(picture: Image.Image, source_format: str) -> Sniffed:
@@ -147,8 +162,10 @@ def _pdf(data: bytes, name: str) -> Sniffed:
         if reader.is_encrypted:
             raise Refused(f"“{name}” is password-protected: save a copy without the password.")
         pages = len(reader.pages)
-    except (PdfReadError, ValueError, KeyError, TypeError, OSError) as exc:
-        raise Refused(f"“{name}” is not a readable PDF ({exc}).") from None
+    except Refused:
+        raise
+    except DAMAGED_FILE as exc:
+        raise Refused(f"“{name}” is not a readable PDF ({_said(exc)}).") from None
     if pages > MAX_PDF_PAGES:
         raise Refused(f"“{name}” has {pages} pages; Parley takes PDFs up to {MAX_PDF_PAGES}.")
     return Sniffed(kind="pdf", media_type="application/pdf", data=data, pages=pages)
@@ -167,12 +184,20 @@ def _text(data: bytes, name: str, media_type: str) -> Sniffed:
 
 
 def pdf_text(data: bytes, *, max_chars: int = 200_000) -> str:
-    """A PDF's text, page by page (the stand-in for a model that cannot read PDFs)."""
-    reader = PdfReader(io.BytesIO(data))
+    """A PDF's text, page by page (the stand-in for a model that cannot read PDFs); a page
+    whose text cannot be read is said to be so."""
+    try:
+        reader = PdfReader(io.BytesIO(data))
+        pages = list(reader.pages)
+    except DAMAGED_FILE as exc:
+        return f"[the PDF's text could not be read: {_said(exc)}]"
     pieces: list[str] = []
     size = 0
-    for number, page in enumerate(reader.pages, start=1):
-        text = (page.extract_text() or "").strip()
+    for number, page in enumerate(pages, start=1):
+        try:
+            text = (page.extract_text() or "").strip()
+        except DAMAGED_FILE:
+            text = ""
         piece = f"[page {number}]\n{text}" if text else f"[page {number}: no text]"
         pieces.append(piece)
         size += len(piece)
@@ -195,7 +220,7 @@ def pdf_first_page(data: bytes, *, edge: int = 800) -> bytes | None:
             picture = page.render(scale=edge / max(width, height, 1.0)).to_pil()
         finally:
             document.close()
-    except (pypdfium2.PdfiumError, IndexError, ValueError):
+    except DAMAGED_FILE:
         return None
     out = io.BytesIO()
     picture.convert("RGB").save(out, format="PNG")

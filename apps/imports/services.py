@@ -23,6 +23,7 @@ from redis.exceptions import RedisError
 from apps.chat.models import USER_SPEAKER
 from apps.chat.records.attachments import files_kept_on_commit
 from apps.chat.records.imported import ImportedMessage, ImportedThread, session_import
+from apps.chat.records.text import storable
 from apps.imports import sandbox
 from apps.imports.layout import Layout
 from apps.imports.models import RUNNING, ImportedConversation, ImportJob, ImportStatus
@@ -54,7 +55,7 @@ def job_create(*, owner, name: str, upload) -> ImportJob:
     _discard_abandoned(owner)
     stored = default_storage.save(_stored_name(name), upload)
     job = ImportJob.objects.create(
-        owner=owner, name=name[:255], size=size, received=size, file=stored
+        owner=owner, name=_clean_name(name), size=size, received=size, file=stored
     )
     _send(PREVIEW_TASK, job)
     return job
@@ -67,7 +68,7 @@ def upload_begin(*, owner, name: str, size: int) -> ImportJob:
     _discard_abandoned(owner)
     stored = default_storage.save(_stored_name(name), ContentFile(b""))
     return ImportJob.objects.create(
-        owner=owner, name=name[:255] or "export", size=size, file=stored,
+        owner=owner, name=_clean_name(name), size=size, file=stored,
         status=ImportStatus.UPLOADING,
     )  # fmt: skip
 
@@ -123,6 +124,12 @@ def _check_size(size: int) -> None:
             f"That file is {size / 1_048_576:,.0f} MB; imports are at most "
             f"{limit / 1_048_576:,.0f} MB."
         )
+
+
+def _clean_name(name: str) -> str:
+    """The file's name as a person sent it, on one line, storable (a NUL or a lone surrogate
+    is no name PostgreSQL keeps)."""
+    return " ".join(storable(name or "").split())[:255] or "export"
 
 
 def _stored_name(name: str) -> str:

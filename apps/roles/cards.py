@@ -68,6 +68,8 @@ def read_card(data: bytes, filename: str) -> Card:
         document = json.loads(raw.decode("utf-8-sig"))
     except (UnicodeDecodeError, json.JSONDecodeError):
         raise CardError(f"“{filename}” is neither a card PNG nor card JSON.") from None
+    except RecursionError:
+        raise CardError(f"“{filename}”: its JSON nests too deep to be a card.") from None
     if not isinstance(document, dict):
         raise CardError(f"“{filename}”: a card is a JSON object.")
     inner = document.get("data")  # V2 and V3 hold the fields in `data`; V1 at the top
@@ -211,8 +213,10 @@ def _chunk_text(kind: bytes, rest: bytes) -> bytes:
 
 def _asset_icon(assets: Any, filename: str) -> bytes:
     """A V3 card's main icon, when it is embedded as a data URL."""
-    for asset in assets if isinstance(assets, list) else []:
-        uri = asset.get("uri") if isinstance(asset, dict) else None
+    for asset in assets[:MAX_LIST_ITEMS] if isinstance(assets, list) else []:
+        if not isinstance(asset, dict):
+            continue
+        uri = asset.get("uri")
         if asset.get("type") == "icon" and isinstance(uri, str) and ";base64," in uri[:100]:
             try:
                 return avatar(base64.b64decode(uri.split(";base64,", 1)[1]), filename).data

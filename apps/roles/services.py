@@ -6,6 +6,7 @@ import colorsys
 import hashlib
 import re
 from dataclasses import dataclass, field
+from typing import IO
 
 from django.core.exceptions import ValidationError
 from django.core.files.base import ContentFile
@@ -13,7 +14,7 @@ from django.core.files.storage import default_storage
 from django.db import transaction
 from django.utils.text import slugify
 
-from apps.roles.cards import Card, CardError, read_card
+from apps.roles.cards import MAX_CARD_FILE_BYTES, Card, CardError, read_card
 from apps.roles.defaults import ASSISTANT
 from apps.roles.models import Role, RoleGroup
 from apps.roles.role_packs import (
@@ -112,15 +113,19 @@ def role_from_card(*, owner, card: Card, pack: str = "") -> Role:
     )
 
 
-def roles_from_cards(*, owner, files: list[tuple[str, bytes]], pack: str = "") -> CardsReport:
+def roles_from_cards(
+    *, owner, files: list[tuple[str, bytes | IO[bytes]]], pack: str = ""
+) -> CardsReport:
     """Every card of a folder (or a handful of files) as roles; a file that is not a card is
-    reported by name and the others are still made. With `pack`, they form a role pack."""
+    reported by name and the others are still made. With `pack`, they form a role pack. An
+    uploaded file is read when its turn comes, so one card at a time is in memory."""
     if len(files) > MAX_CARDS_AT_ONCE:
         raise ValidationError(f"At most {MAX_CARDS_AT_ONCE} cards at once.")
     slug = slugify(pack)[:60]
     report = CardsReport()
-    for name, data in files:
+    for name, content in files:
         try:
+            data = content if isinstance(content, bytes) else content.read(MAX_CARD_FILE_BYTES + 1)
             card = read_card(data, name)
         except CardError as exc:
             report.refused.append(str(exc))

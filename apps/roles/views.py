@@ -12,6 +12,7 @@ from django.shortcuts import redirect, render
 from django.utils.text import slugify
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
+from apps.attachments.headers import content_disposition
 from apps.roles import services
 from apps.roles.cards import MAX_CARD_FILE_BYTES, card_document, write_card
 from apps.roles.models import Role
@@ -31,7 +32,7 @@ def role_list(request):
     if request.method == "POST":
         uploads = request.FILES.getlist("cards")
         too_big = [u.name for u in uploads if (u.size or 0) > MAX_CARD_FILE_BYTES]
-        files = [(u.name, u.read()) for u in uploads if u.name not in too_big]
+        files = [(u.name, u) for u in uploads if u.name not in too_big]
         try:
             if not uploads:
                 raise ValidationError("Choose one or more character cards (.png or .json).")
@@ -62,7 +63,7 @@ def role_card(request, handle: str, extension: str):
         response = JsonResponse(document, json_dumps_params={"ensure_ascii": False, "indent": 2})
     else:
         response = HttpResponse(write_card(document, _picture(role)), content_type="image/png")
-    response["Content-Disposition"] = f'attachment; filename="{role.handle}.{extension}"'
+    response["Content-Disposition"] = content_disposition(f"{role.handle}.{extension}")
     return response
 
 
@@ -77,7 +78,7 @@ def pack_cards(request, pack: str):
         for role in roles:
             archive.writestr(f"{role.handle}.png", write_card(card_document(role), _picture(role)))
     response = HttpResponse(out.getvalue(), content_type="application/zip")
-    response["Content-Disposition"] = f'attachment; filename="{slugify(pack) or "pack"}.zip"'
+    response["Content-Disposition"] = content_disposition(f"{slugify(pack) or 'pack'}.zip")
     return response
 
 

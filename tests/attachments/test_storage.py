@@ -109,7 +109,9 @@ def test_the_file_is_served_with_its_sniffed_type_and_never_run(alice, alice_thr
     Image.open(io.BytesIO(b"".join(image.streaming_content))).verify()
     download = client.get(reverse("chat:attachment_file", args=[notes.public_id]))
     assert download["Content-Type"] == "text/plain; charset=utf-8"
-    assert download["Content-Disposition"] == 'attachment; filename="notes.txt"'
+    assert download["Content-Disposition"] == (
+        "attachment; filename=\"notes.txt\"; filename*=UTF-8''notes.txt"
+    )
     assert "sandbox" in download["Content-Security-Policy"]
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from django.http import FileResponse, Http404
 
+from apps.attachments.headers import content_disposition
 from apps.chat.models import Attachment
 
 
@@ -20,8 +21,9 @@ def attachment_response(attachment: Attachment, *, preview: bool = False) -> Fil
         response = FileResponse(
             attachment.file.open("rb"),
             content_type=attachment.media_type + ("; charset=utf-8" if text else ""),
-            as_attachment=not attachment.is_image,
-            filename=attachment.name,
+        )
+        response["Content-Disposition"] = content_disposition(
+            attachment.name, inline=attachment.is_image
         )
     response["X-Content-Type-Options"] = "nosniff"
     response["Content-Security-Policy"] = "default-src 'none'; sandbox"

@@ -6,6 +6,7 @@ from django.http import FileResponse, HttpResponse
 from django.shortcuts import render
 from django.views.decorators.http import require_GET, require_POST
 
+from apps.attachments.headers import content_disposition
 from apps.chat.access import Need
 from apps.chat.records.sessions import session_workspace
 from apps.chat.web.lookup import session_for
@@ -68,7 +69,9 @@ def files_download(request, session):
         return HttpResponse(str(exc), status=400)
     if not path.is_file():
         return HttpResponse("There is no such file in the workspace.", status=404)
-    return FileResponse(path.open("rb"), as_attachment=True, filename=path.name)
+    response = FileResponse(path.open("rb"), as_attachment=True)
+    response["Content-Disposition"] = content_disposition(path.name)
+    return response
 
 
 @require_POST

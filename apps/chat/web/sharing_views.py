@@ -12,6 +12,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
+from apps.attachments.headers import content_disposition
 from apps.chat.access import Need
 from apps.chat.display.shared import (
     links_for_user,
@@ -142,7 +143,7 @@ def shared_attachment_view(request, token, attachment):
         raise Http404("No such file on this page.")
     response = FileResponse(found.file.open("rb"), content_type=found.media_type)
     if not found.is_image:
-        response["Content-Disposition"] = f'attachment; filename="{found.name}"'
+        response["Content-Disposition"] = content_disposition(found.name)
     response["X-Content-Type-Options"] = "nosniff"
     response["Content-Security-Policy"] = "default-src 'none'; sandbox"
     return _public(response)

@@ -13,6 +13,7 @@ from django.views.decorators.http import require_GET, require_POST
 from django_htmx.http import HttpResponseClientRedirect
 
 from apps.accounts.personas import personas_for_user
+from apps.attachments.headers import content_disposition
 from apps.chat.access import Need, rooms_for_user, visible_to
 from apps.chat.council import digests, lifecycle, posting, replies
 from apps.chat.council.commands import command_list
@@ -365,7 +366,7 @@ def thread_export(request, thread):
     exporter, content_type = exporters[kind]
     body, filename = exporter(thread, user=request.user)
     response = HttpResponse(body, content_type=content_type)
-    response["Content-Disposition"] = f'attachment; filename="{filename}"'
+    response["Content-Disposition"] = content_disposition(filename)
     return response
 
 
