@@ -12,9 +12,22 @@ from apps.providers.crypto import scrub
 SECRET_PATH = re.compile(r"(/join/|/shared/)[^/\s?#\"']+")
 
 
+# A credential put in a query string (`?token=…`, `?access_token=…`, `?api_key=…`): the API
+# refuses it there, but the access log would still print the request's line.
+SECRET_QUERY = re.compile(
+    r"([?&;](?:token|access_token|api_key|apikey|key|auth|password|secret)=)[^&;\s\"'#]*",
+    re.IGNORECASE,
+)
+
+
 def redact_paths(text: str) -> str:
-    """`text` with the secret part of every such path replaced by `[token]`."""
-    return SECRET_PATH.sub(r"\1[token]", text) if "/join/" in text or "/shared/" in text else text
+    """`text` with the secret part of every such path replaced by `[token]`, and every
+    credential in a query string by `[redacted]`."""
+    if "/join/" in text or "/shared/" in text:
+        text = SECRET_PATH.sub(r"\1[token]", text)
+    if "=" in text and "?" in text:
+        text = SECRET_QUERY.sub(r"\1[redacted]", text)
+    return text
 
 
 class ScrubbingFormatter(logging.Formatter):

@@ -6,6 +6,7 @@ import signal
 import subprocess
 import sys
 import time
+import urllib.error
 import urllib.parse
 import urllib.request
 from pathlib import Path
@@ -296,7 +297,18 @@ def test_it_starts_on_the_suites_database_and_a_message_posted_through_it_is_ans
             return text in page and any(speaker != USER_SPEAKER for speaker in replies)
 
         app.wait_for(answered, "the demo provider's reply did not arrive", timeout=120)
-        assert "Traceback" not in app.log.read_text()
+        # A token put in a query string is refused, and never reaches the access log.
+        secrets = [f"QS-SECRET-{n}-{uuid.uuid4().hex}" for n in range(3)]
+        query = f"token={secrets[0]}&access_token={secrets[1]}&api_key={secrets[2]}"
+        try:
+            person.get(f"/api/v1/sessions?{query}")
+        except urllib.error.HTTPError as refused:
+            assert refused.code == 401
+        app.wait_for(lambda: "/api/v1/sessions?token=[redacted]" in app.log.read_text(),
+                     "the refused request's access line", timeout=30)  # fmt: skip
+        log = app.log.read_text()
+        assert not [secret for secret in secrets if secret in log]
+        assert "Traceback" not in log
     finally:
         app.process.send_signal(signal.SIGINT)
         try:
