@@ -266,7 +266,11 @@ async def thread_events(request, thread_id: UUID):
     thread = await released(
         lambda: reach(threads_for_user, user=request.user, need=Need.READ, public_id=thread_id)
     )
-    redis = aioredis.Redis.from_url(settings.REDIS_URL, decode_responses=True)
+    # Its reads block up to KEEP_ALIVE_MS: the socket must wait longer than that (redis-py's
+    # default of 5 s cut every idle stream, before its keep-alive and access check).
+    redis = aioredis.Redis.from_url(
+        settings.REDIS_URL, decode_responses=True, socket_timeout=KEEP_ALIVE_MS / 1000 + 10
+    )
     try:
         place = await limits.stream_open(redis, token_id=request.auth.pk, user_id=request.user.pk)
     except limits.TooManyStreams as exc:

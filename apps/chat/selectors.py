@@ -320,14 +320,15 @@ def message_block_text(message: Message) -> str:
 
 
 def attachments_bytes(*, session: Session) -> int:
-    """What a session's attachments take in its storage: each stored file once."""
+    """What a session's attachments take in its storage: each stored file once, with its
+    first-page preview."""
     distinct = (
         Attachment.objects.filter(session=session)
         .order_by()
         .values("sha256")
-        .annotate(size=Max("size"))  # the same bytes have the same size
+        .annotate(size=Max("size"), preview=Max("preview_size"))  # the same bytes, the same
     )
-    return sum(row["size"] for row in distinct)
+    return sum(row["size"] + row["preview"] for row in distinct)
 
 
 def attachments_for_user(*, user, need: Need) -> QuerySet[Attachment]:

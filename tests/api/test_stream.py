@@ -175,3 +175,35 @@ def test_the_streamed_text_adds_up_to_the_stored_reply_exactly(
     (settled,) = wait_settled(posted.replies)
     assert settled.text == said.rstrip()
     assert reader.deltas > 1 and reader.text == settled.text
+
+
+@pytest.mark.slow
+def test_an_idle_stream_stays_open_with_keep_alives_and_rechecks_access_at_each(
+    alice, alice_thread, asgi_server
+):
+    """Nothing happens for 30 s: the stream sends a keep-alive at least every 15 s and stays
+    open. Then the person's account is disabled without any push announcing it: the next
+    keep-alive's access check ends the stream."""
+    import time
+
+    from django.contrib.auth import get_user_model
+
+    raw = token_create(user=alice, name="idle", scope="read")[1]
+    url = f"{asgi_server.url}/api/v1/threads/{alice_thread.public_id}/events"
+    seen: list[tuple[float, str]] = []
+    with httpx.Client(timeout=httpx.Timeout(25, connect=10)) as client:
+        with client.stream("GET", url, headers={"Authorization": f"Bearer {raw}"}) as response:
+            assert response.status_code == 200
+            start = time.monotonic()
+            lines = response.iter_lines()
+            for line in lines:
+                seen.append((time.monotonic() - start, line))
+                if line == ": keep-alive" and time.monotonic() - start >= 30:
+                    break
+            alive = [at for at, line in seen if line == ": keep-alive"]
+            assert len(alive) >= 2, seen
+            gaps = [b - a for a, b in zip([0.0, *alive], alive, strict=False)]
+            assert max(gaps) <= 16, gaps
+            get_user_model().objects.filter(pk=alice.pk).update(is_active=False)  # no push
+            rest = list(events(lines, until=lambda kind, data: kind == "end"))
+    assert rest and rest[-1][0] == "end", rest

@@ -16,7 +16,11 @@ from django.core.exceptions import ValidationError
 from apps.chat.models import Message, Session, Thread
 from apps.chat.records.context import thread_context
 from apps.chat.records.memory import memory_append
-from apps.chat.records.sessions import session_set_memory, session_workspace
+from apps.chat.records.sessions import (
+    session_files_write,
+    session_set_memory,
+    session_workspace,
+)
 from apps.chat.records.text import storable, storable_parts
 from apps.chat.records.threads import thread_rename
 from apps.chat.selectors import speaker_names, transcript_messages
@@ -452,5 +456,6 @@ def write_file(context: ToolContext, arguments: dict) -> str:
     content = arguments.get("content")
     if not isinstance(content, str):
         raise ValueError("'content' must be a string.")
-    info = _workspace(context).write(path, content.encode("utf-8"))
+    session = Session.objects.get(pk=context.session_id)
+    info = session_files_write(session=session, path=path, data=content.encode("utf-8"))
     return f"Wrote {info.path} ({info.size:,} bytes)."

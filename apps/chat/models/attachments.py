@@ -59,6 +59,7 @@ class Attachment(models.Model):
     described_by = models.CharField(max_length=160, blank=True)  # "openai · gpt-4.1-mini"
     # A PDF's first page as a PNG, shown in the bubble and the lightbox.
     preview = models.FileField(max_length=255, blank=True)
+    preview_size = models.PositiveIntegerField(default=0)  # bytes; counted in the quota too
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

@@ -17,7 +17,7 @@ from django.db import transaction
 from apps.attachments.sniff import Refused, Sniffed, pdf_first_page, sniff
 from apps.chat.models import Attachment, Message, QueuedMessage, Session, Thread
 from apps.chat.models.attachments import stored_name
-from apps.chat.records.sessions import session_workspace
+from apps.chat.records.sessions import session_files_write, session_workspace
 from apps.chat.records.text import clean_name, storable
 from apps.chat.selectors import attachments_bytes
 from apps.workspace.files import WorkspaceError
@@ -72,32 +72,31 @@ def attachment_add(*, session: Session, owner, thread: Thread | None, name: str,
     digest = hashlib.sha256(kept.data).hexdigest()
     path = stored_name(session, digest, kept.media_type)
     with transaction.atomic():
-        # The session's row locks the quota's arithmetic against a concurrent upload.
+        # The session's row locks the quota's arithmetic against a concurrent upload (of an
+        # attachment or a workspace file: session_files_write takes it too).
         Session.objects.select_for_update().filter(pk=session.pk).first()
         twin = Attachment.objects.filter(session=session, sha256=digest).first()
+        preview, preview_size = (twin.preview.name, twin.preview_size) if twin else ("", 0)
         if twin is None:
-            _check_quota(session, len(kept.data), name)
+            picture = _first_page(kept)
+            _check_quota(session, len(kept.data) + len(picture or b""), name)
             _store(path, kept.data)
+            if picture is not None:
+                preview, preview_size = path.rsplit(".", 1)[0] + ".page1.png", len(picture)
+                _store(preview, picture)
         return Attachment.objects.create(
             session=session, owner=owner, thread=thread, name=name, kind=kept.kind,
             media_type=kept.media_type, size=len(kept.data), sha256=digest, file=path,
             width=kept.width, height=kept.height, pages=kept.pages,
             # What was worked out for the same bytes before is not worked out again.
             stand_in=twin.stand_in if twin else "", described_by=twin.described_by if twin else "",
-            preview=twin.preview.name if twin else _preview(kept, path),
+            preview=preview, preview_size=preview_size,
         )  # fmt: skip
 
 
-def _preview(kept: Sniffed, path: str) -> str:
-    """A PDF's first page, stored beside it (empty when it does not render)."""
-    if kept.kind != "pdf":
-        return ""
-    picture = pdf_first_page(kept.data)
-    if picture is None:
-        return ""
-    name = path.rsplit(".", 1)[0] + ".page1.png"
-    _store(name, picture)
-    return name
+def _first_page(kept: Sniffed) -> bytes | None:
+    """A PDF's first page as a PNG (None for other files, or when it does not render)."""
+    return pdf_first_page(kept.data) if kept.kind == "pdf" else None
 
 
 def _check_quota(session: Session, adding: int, name: str) -> None:
@@ -190,7 +189,7 @@ def attachment_to_workspace(*, attachment: Attachment) -> str:
     with attachment.file.open("rb") as handle:
         data = handle.read()
     try:
-        workspace.write(path, data)
+        session_files_write(session=attachment.session, path=path, data=data)
     except WorkspaceError as exc:
         raise ValidationError(str(exc)) from None
     return path

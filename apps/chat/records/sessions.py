@@ -17,7 +17,7 @@ from apps.providers.models import Credential
 from apps.roles.models import Role
 from apps.roles.selectors import default_roles
 from apps.roles.services import role_ensure_default
-from apps.workspace.files import Workspace
+from apps.workspace.files import FileInfo, Workspace
 
 
 def session_create(
@@ -184,6 +184,15 @@ def session_save_settings(*, session: Session, change: SettingsChange) -> Sessio
             link.save(update_fields=["model_override", "credential"])
         events.publish_session_controls_on_commit(session=session)
     return session
+
+
+def session_files_write(*, session: Session, path: str, data: bytes) -> FileInfo:
+    """Write a file into the session's workspace under the one quota it shares with the
+    session's attachments: the session's row is locked for the arithmetic and the write, as
+    an attachment's is (concurrent uploads of both kinds cannot overrun it together)."""
+    with transaction.atomic():
+        Session.objects.select_for_update().filter(pk=session.pk).first()
+        return session_workspace(session).write(path, data)
 
 
 def session_workspace(session: Session) -> Workspace:

@@ -8,7 +8,7 @@ from django.views.decorators.http import require_GET, require_POST
 
 from apps.attachments.headers import content_disposition
 from apps.chat.access import Need
-from apps.chat.records.sessions import session_workspace
+from apps.chat.records.sessions import session_files_write, session_workspace
 from apps.chat.web.lookup import session_for
 from apps.workspace.files import WorkspaceError
 
@@ -49,11 +49,12 @@ def files_upload(request, session):
     if len(paths) != len(uploads):  # the browser sends bare names (Django keeps only those)
         paths = [upload.name or "" for upload in uploads]
     folder = request.POST.get("folder", "").strip().replace("\\", "/").strip("/")
-    workspace = session_workspace(session)
     problems = []
     for upload, path in zip(uploads, paths, strict=True):
         try:
-            workspace.write(f"{folder}/{path}" if folder else path, upload.read())
+            session_files_write(
+                session=session, path=f"{folder}/{path}" if folder else path, data=upload.read()
+            )
         except WorkspaceError as exc:
             problems.append(str(exc))
     status = 422 if problems else 200
