@@ -191,19 +191,22 @@ def test_an_idle_stream_stays_open_with_keep_alives_and_rechecks_access_at_each(
     raw = token_create(user=alice, name="idle", scope="read")[1]
     url = f"{asgi_server.url}/api/v1/threads/{alice_thread.public_id}/events"
     seen: list[tuple[float, str]] = []
-    with httpx.Client(timeout=httpx.Timeout(25, connect=10)) as client:
-        with client.stream("GET", url, headers={"Authorization": f"Bearer {raw}"}) as response:
-            assert response.status_code == 200
-            start = time.monotonic()
-            lines = response.iter_lines()
-            for line in lines:
-                seen.append((time.monotonic() - start, line))
-                if line == ": keep-alive" and time.monotonic() - start >= 30:
-                    break
-            alive = [at for at, line in seen if line == ": keep-alive"]
-            assert len(alive) >= 2, seen
-            gaps = [b - a for a, b in zip([0.0, *alive], alive, strict=False)]
-            assert max(gaps) <= 16, gaps
-            get_user_model().objects.filter(pk=alice.pk).update(is_active=False)  # no push
-            rest = list(events(lines, until=lambda kind, data: kind == "end"))
+    headers = {"Authorization": f"Bearer {raw}"}
+    with (
+        httpx.Client(timeout=httpx.Timeout(25, connect=10)) as client,
+        client.stream("GET", url, headers=headers) as response,
+    ):
+        assert response.status_code == 200
+        start = time.monotonic()
+        lines = response.iter_lines()
+        for line in lines:
+            seen.append((time.monotonic() - start, line))
+            if line == ": keep-alive" and time.monotonic() - start >= 30:
+                break
+        alive = [at for at, line in seen if line == ": keep-alive"]
+        assert len(alive) >= 2, seen
+        gaps = [b - a for a, b in zip([0.0, *alive], alive, strict=False)]
+        assert max(gaps) <= 16, gaps
+        get_user_model().objects.filter(pk=alice.pk).update(is_active=False)  # no push
+        rest = list(events(lines, until=lambda kind, data: kind == "end"))
     assert rest and rest[-1][0] == "end", rest
