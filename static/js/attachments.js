@@ -203,13 +203,25 @@
     });
   });
 
-  // "Save to files": a sent attachment copied into the session's workspace.
-  document.addEventListener("click", function (event) {
-    if (!event.target.closest || !event.target.closest("#lightbox-save") || !gallery.length) return;
+  // "Save to files": a sent attachment copied into the session's workspace. A whispered
+  // one (409) is saved only once the person agrees that everyone in the room will see it.
+  function saveShown(fields) {
     const saved = document.getElementById("lightbox-saved");
-    post(gallery[shown].dataset.saveUrl, {}, function (status, text) {
-      saved.textContent = text.slice(0, 300) || "Could not save it (" + status + ").";
+    post(gallery[shown].dataset.saveUrl, fields, function (status, text) {
+      saved.textContent = text.slice(0, 400) || "Could not save it (" + status + ").";
+      if (status !== 409) return;
+      const confirm = document.createElement("button");
+      confirm.type = "button";
+      confirm.className = "secondary";
+      confirm.id = "lightbox-save-everyone";
+      confirm.textContent = "Save for everyone";
+      saved.append(" ", confirm);
     });
+  }
+  document.addEventListener("click", function (event) {
+    if (!event.target.closest || !gallery.length) return;
+    if (event.target.closest("#lightbox-save")) saveShown({});
+    else if (event.target.closest("#lightbox-save-everyone")) saveShown({everyone: "1"});
   });
 
   document.addEventListener("click", function (event) {

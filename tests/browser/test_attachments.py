@@ -161,7 +161,8 @@ def test_on_a_phone_a_file_of_the_session_is_attached_and_a_sent_one_saved_back(
     assert lightbox.bounding_box()["width"] <= 390
     lightbox.get_by_role("button", name="Save to files").click()
     expect(lightbox.locator("#lightbox-saved")).to_have_text(
-        "Saved in the session's files as attachments/frame.png."
+        "Saved in the session's files as attachments/frame.png: everyone in the room and "
+        "every role can read it there."
     )
     chat.screenshot(path=shots / "attachments-saved-390.png")
     assert "attachments/frame.png" in {info.path for info in workspace.files()}

@@ -15,7 +15,15 @@ from django.core.files.storage import default_storage
 from django.db import transaction
 
 from apps.attachments.sniff import Refused, Sniffed, pdf_first_page, sniff
-from apps.chat.models import Attachment, Message, QueuedMessage, Session, Thread
+from apps.chat.models import (
+    Attachment,
+    Membership,
+    Message,
+    QueuedMessage,
+    Session,
+    Thread,
+    person_name,
+)
 from apps.chat.models.attachments import stored_name
 from apps.chat.records.sessions import session_files_write, session_workspace
 from apps.chat.records.text import clean_name, storable
@@ -156,6 +164,19 @@ def attachments_forget(attachments) -> None:
                 default_storage.delete(name)
 
 
+def whispered_save_warning(whisper: Message) -> str:
+    """Who sees a whispered file now, and who would once it is in the session's files."""
+    audience = [person_name(user) for user in whisper.audience.all()]
+    audience += [f"@{handle}" for handle in whisper.audience_roles]
+    room = Membership.objects.filter(session_id=whisper.thread.session_id).count() + 1
+    people = f"{room} {'person' if room == 1 else 'people'}"
+    return (
+        f"This file was whispered: only {', '.join(audience) or 'its audience'} can see it. "
+        f"The session's files are open to everyone in the room ({people}) and to every role. "
+        "Save it for everyone?"
+    )
+
+
 def attachment_from_workspace(*, session: Session, owner, thread: Thread, path: str) -> Attachment:
     """A file of the session's workspace, attached to the message being written (a copy:
     the file stays, and may change later without changing what was sent)."""
@@ -176,9 +197,14 @@ def attachment_from_workspace(*, session: Session, owner, thread: Thread, path: 
     )
 
 
-def attachment_to_workspace(*, attachment: Attachment) -> str:
+def attachment_to_workspace(*, attachment: Attachment, for_everyone: bool = False) -> str:
     """Save a copy of an attachment into its session's files, under `attachments/` (a name
-    already taken gets a number); the path it was saved as."""
+    already taken gets a number); the path it was saved as. The files are open to the whole
+    room and every role: a whispered attachment is saved there only `for_everyone`, as its
+    person chose; otherwise a ValidationError (code "whispered") says who would see it."""
+    whisper = attachment.message if attachment.message_id else None
+    if whisper is not None and whisper.private and not for_everyone:
+        raise ValidationError(whispered_save_warning(whisper), code="whispered")
     workspace = session_workspace(attachment.session)
     stem, dot, suffix = attachment.name.rpartition(".")
     stem, suffix = (stem, dot + suffix) if stem else (suffix, "")

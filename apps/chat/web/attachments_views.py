@@ -75,11 +75,17 @@ def attachments_from_files(request, thread):
 def attachment_save(request, attachment):
     """A copy of a sent attachment in the session's files (for the roles' file tools)."""
     found = attachment_for(request, attachment, Need.TALK)
+    everyone = request.POST.get("everyone") == "1"
     try:
-        path = attachment_to_workspace(attachment=found)
+        path = attachment_to_workspace(attachment=found, for_everyone=everyone)
     except ValidationError as exc:
-        return HttpResponse(" ".join(exc.messages), status=422)
-    return HttpResponse(f"Saved in the session's files as {path}.")
+        # 409 for a whisper's file: the page asks the person before saving it for everyone.
+        status = 409 if exc.code == "whispered" else 422
+        return HttpResponse(" ".join(exc.messages), status=status)
+    return HttpResponse(
+        f"Saved in the session's files as {path}: everyone in the room and every role can "
+        "read it there."
+    )
 
 
 @require_POST
