@@ -234,6 +234,10 @@ PARLEY_MAX_REPLY_ATTEMPTS = env_int("PARLEY_MAX_REPLY_ATTEMPTS", 3, minimum=1)
 PARLEY_MAX_MESSAGE_CHARS = env_int("PARLEY_MAX_MESSAGE_CHARS", 100_000, minimum=100)
 # Imports (ChatGPT, Claude, Open WebUI, LibreChat, Parley exports): the largest file taken.
 PARLEY_IMPORT_MAX_BYTES = env_int("PARLEY_IMPORT_MAX_BYTES", 2 * 1024**3, minimum=1024)
+# The most one HTTP request may carry (config/daphne_bodies.py): a bigger one is answered 413
+# as it arrives, its bytes never kept. Uploads over 1 MB are kept on disk, never in memory.
+PARLEY_MAX_REQUEST_MB = env_int("PARLEY_MAX_REQUEST_MB", 1024, minimum=1)
+FILE_UPLOAD_MAX_MEMORY_SIZE = 1024 * 1024
 # Each file is read in a child process under these ceilings (apps/imports/sandbox.py): its
 # address space, and the CPU seconds it may spend (a base, plus a share per MB of the file).
 PARLEY_IMPORT_MEMORY_MB = env_int("PARLEY_IMPORT_MEMORY_MB", 1024, minimum=256)

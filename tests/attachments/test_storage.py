@@ -62,7 +62,11 @@ def test_an_upload_is_sniffed_stored_once_per_session_and_answered_by_its_chip(a
         session=alice_thread.session, owner=alice, thread=alice_thread, name="same.jpg", data=photo
     )
     assert again.pk != image.pk and again.file.name == image.file.name  # one stored copy
-    assert attachments_bytes(session=alice_thread.session) == image.size + pdf.size
+    # Each stored file once, a PDF's first-page preview counted with it.
+    assert pdf.preview_size > 0
+    assert attachments_bytes(session=alice_thread.session) == (
+        image.size + pdf.size + pdf.preview_size
+    )
     attachment_discard(attachment=again)
     assert default_storage.exists(image.file.name)  # the first still uses the bytes
     attachment_discard(attachment=image)
@@ -90,8 +94,9 @@ def test_attachments_and_the_workspace_share_the_sessions_quota(alice, alice_thr
     with pytest.raises(ValidationError, match="does not fit in this session's 1 MB"):
         attachment_add(session=session, owner=alice, thread=alice_thread, name="big.pdf", data=big)
     session_workspace(session).delete("big.bin")
-    attachment_add(session=session, owner=alice, thread=alice_thread, name="big.pdf", data=big)
-    assert session_workspace(session).quota_bytes == 1024 * 1024 - len(big)
+    kept = attachment_add(session=session, owner=alice, thread=alice_thread, name="big.pdf",
+                          data=big)  # fmt: skip
+    assert session_workspace(session).quota_bytes == 1024 * 1024 - len(big) - kept.preview_size
 
 
 def test_the_file_is_served_with_its_sniffed_type_and_never_run(alice, alice_thread):
@@ -221,8 +226,10 @@ def test_a_file_of_the_sessions_files_is_attached_and_a_sent_attachment_saved_th
     # Saved back into the files (a name taken gets a number), by anyone who may talk.
     save = reverse("chat:attachment_save", args=[chart.public_id])
     first = client_for(bob).post(save)
-    assert first.content.decode() == "Saved in the session's files as attachments/frame 1.png."
-    assert client_for(bob).post(save).content.decode().endswith("attachments/frame 1 (2).png.")
+    assert first.content.decode().startswith(
+        "Saved in the session's files as attachments/frame 1.png: everyone in the room"
+    )
+    assert "attachments/frame 1 (2).png:" in client_for(bob).post(save).content.decode()
     with chart.file.open("rb") as stored:
         assert (workspace.folder / "attachments/frame 1.png").read_bytes() == stored.read()
     stranger = Client()
