@@ -194,7 +194,7 @@ def _entries(
     elif first == b"[":
         items = ijson.items(rewound, "item", use_float=True, buf_size=READ_BYTES)
     elif first == b"{":  # one conversation, read whole (LibreChat's nests a level per reply)
-        data = rewound.read(MAX_SINGLE_OBJECT_BYTES + 1)
+        data = _read_up_to(rewound, MAX_SINGLE_OBJECT_BYTES + 1)
         if len(data) > MAX_SINGLE_OBJECT_BYTES:
             raise UnreadableFile("A single conversation over 64 MB is more than Parley imports.")
         items = iter([_loads(data)])
@@ -216,6 +216,16 @@ def _entries(
             f"The file stops being valid JSON after conversation {position:,} ({exc}); "
             "the conversations before it can be imported."
         ) from None
+
+
+def _read_up_to(stream: IO[bytes] | _Rewound, limit: int) -> bytes:
+    """At most `limit` bytes, read a piece at a time (one read of `limit` would set aside
+    that much memory however small the file is)."""
+    pieces, size = [], 0
+    while size < limit and (piece := stream.read(min(READ_BYTES, limit - size))):
+        pieces.append(piece)
+        size += len(piece)
+    return b"".join(pieces)
 
 
 class _Rewound:
