@@ -17,6 +17,8 @@ from apps.chat.council.posting import message_post
 from apps.chat.display.markdown import ALLOWED_TAGS
 from apps.chat.models import Message, MessageStatus, Session, SharedLink
 from apps.chat.records.rooms import member_add
+from apps.chat.records.sessions import session_set_provider
+from apps.providers.services import credential_save
 from apps.roles.models import Role
 from tests.chat.test_rendering import HOSTILE
 
@@ -39,6 +41,11 @@ def shared_room(alice, bob, alice_thread):
     Session.objects.filter(pk=session.pk).update(
         persona="I am PERSONA-SECRET-7", memory="remember MEMORY-SECRET-9"
     )
+    # The session's key, planted so its absence from the page means something.
+    key = credential_save(owner=alice, name="Anthropic", provider="anthropic",
+                          api_key="sk-ant-secret-0123456789abcdef")  # fmt: skip
+    session_set_provider(session=Session.objects.get(pk=session.pk), credential=key,
+                         model="claude-sonnet-4-5")  # fmt: skip
     member_add(session=session, by=alice, username="bob")
     first = message_post(thread=alice_thread, author=alice, text="@director what is the plan?")
     settle(first.replies, "We shoot at dawn.")
@@ -89,6 +96,7 @@ def test_anyone_with_the_link_reads_the_thread_and_nothing_private(shared_room, 
     director = Role.objects.get(handle="director")
     assert director.display_name in page and director.colour in page
     assert "We shoot at dawn." in page and "We edit until noon." in page
+    assert Session.objects.get(pk=shared_room.session_id).credential is not None  # planted
     for text in [page, *assets_of(page)]:
         for secret in SECRETS:
             assert secret not in text, secret
