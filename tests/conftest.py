@@ -16,6 +16,7 @@ from django.contrib.auth import get_user_model
 from apps.chat.records.sessions import session_create, session_set_provider
 from apps.roles.models import Role
 from apps.roles.services import role_pack_load
+from tests.deadlines import scaled
 
 # Real MCP servers (stdio and streamable HTTP) for the connector, chat and browser tests.
 pytest_plugins = ["tests.connectors.fixtures"]
@@ -35,15 +36,23 @@ def slow_first_in_each_share(items: list, workers: int) -> list:
     """pytest-xdist's worksteal hands process k the k-th of `workers` contiguous shares of
     the list (sized as it sizes them) and lets idle ones take from busy ones' ends. Put the
     slow tests at the front of the shares in turn, so they all start at once, one per process,
-    instead of one after another where the list happened to put them."""
-    slow = [item for item in items if item.get_closest_marker("slow")]
-    rest = iter([item for item in items if not item.get_closest_marker("slow")])
+    instead of one after another where the list happened to put them. The heavy ones (whole
+    launchers, rolling restarts, hundreds of streams: each loads the machine on its own) all go
+    to the first share, so they run one after another, never starving each other; the other
+    processes take the rest of that share from its end."""
+
+    def kind(item) -> str:
+        return next((m for m in ("heavy", "slow") if item.get_closest_marker(m)), "rest")
+
+    heavy = [item for item in items if kind(item) == "heavy"]
+    slow = [item for item in items if kind(item) == "slow"]
+    rest = iter([item for item in items if kind(item) == "rest"])
     ordered: list = []
     left = len(items)
     for share in range(workers):
         size = left // (workers - share)
         left -= size
-        mine = slow[share::workers]
+        mine = heavy if share == 0 else slow[share - 1 :: workers - 1]
         ordered += mine + list(itertools.islice(rest, max(size - len(mine), 0)))
     return ordered + list(rest)
 
@@ -397,7 +406,12 @@ def browser_session():
 
 @pytest.fixture
 def page(browser_session, asgi_server):
+    from playwright.sync_api import expect
+
     context = browser_session.new_context(base_url=asgi_server.url)
+    # Playwright's own waits, as the suite's: longer when the machine is busy.
+    expect.set_options(timeout=scaled(5_000))
+    context.set_default_timeout(scaled(30_000))
     page = context.new_page()
     errors: list[str] = []
     page.on("pageerror", lambda exc: errors.append(str(exc)))
@@ -423,7 +437,9 @@ def emulator(emulator_session):
 
 
 def wait_until(condition, *, timeout: float = 15.0, interval: float = 0.05, message: str = ""):
-    """Poll `condition` until it returns something truthy; fail loudly after `timeout`."""
+    """Poll `condition` until it returns something truthy; fail loudly after `timeout` (on a
+    quiet machine: longer on a busy one, see tests/deadlines.py)."""
+    timeout = scaled(timeout)
     deadline = time.monotonic() + timeout
     while True:
         value = condition()

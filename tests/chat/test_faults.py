@@ -19,6 +19,7 @@ from apps.providers.emulator import Script
 from apps.providers.services import credential_save
 from tests.chat.test_live_streaming import session_cookie
 from tests.conftest import wait_until
+from tests.deadlines import scaled
 from tests.topology import CSRF, FollowedTab, Topology, interrupt, post, press
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -111,7 +112,7 @@ def assert_never_lost_or_repeated(tab: FollowedTab, reply: Message) -> None:
 
 async def until_shown(tab: FollowedTab, reply_ref, words: int, topology: Topology) -> None:
     """Wait until the tab shows `words` words of the reply (failing loudly after a while)."""
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + scaled(30)
     while words_shown(tab, reply_ref()) < words:
         assert time.monotonic() < deadline, (
             f"the tab showed {words_shown(tab, reply_ref())} words; frames: "
@@ -126,6 +127,7 @@ def streaming_worker(topology: Topology):
 
 
 @pytest.mark.slow
+@pytest.mark.heavy
 def test_a_killed_worker_s_reply_is_taken_over_and_goes_on_without_a_lost_or_repeated_word(
     alice, numbered_thread, emulator, topology
 ):

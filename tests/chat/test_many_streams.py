@@ -28,6 +28,7 @@ def server_connections() -> int:
 
 
 @pytest.mark.slow
+@pytest.mark.heavy
 def test_two_hundred_concurrent_streams_on_one_worker_finish_exact(
     alice, alice_thread, celery_worker, settings
 ):

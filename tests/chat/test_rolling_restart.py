@@ -80,6 +80,7 @@ def stop_and_time(child: Child) -> float:
 
 
 @pytest.mark.slow
+@pytest.mark.heavy
 def test_a_rolling_restart_under_50_streams_stalls_no_tab_and_keeps_every_word(
     alice, emulator, topology
 ):

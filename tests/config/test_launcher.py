@@ -15,6 +15,7 @@ import pytest
 
 from apps.chat.models import USER_SPEAKER
 from config.embedded_redis import free_port
+from tests.deadlines import scaled
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -63,7 +64,7 @@ def cmdline(pid: int) -> str:
 
 def gone(pids) -> bool:
     """Wait up to 30 s for every one of `pids` to have exited."""
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + scaled(30)
     while [pid for pid in pids if alive(pid)] and time.monotonic() < deadline:
         time.sleep(0.2)
     return not [pid for pid in pids if alive(pid)]
@@ -96,7 +97,7 @@ class Launched:
         )  # fmt: skip
 
     def wait_for(self, condition, what: str, timeout: float = 90) -> None:
-        deadline = time.monotonic() + timeout
+        deadline = time.monotonic() + scaled(timeout)
         while not condition():
             assert self.process.poll() is None, self.log.read_text()
             assert time.monotonic() < deadline, f"{what}\n{self.log.read_text()}"
@@ -115,6 +116,7 @@ class Launched:
 
 
 @pytest.mark.slow
+@pytest.mark.heavy
 def test_started_in_the_background_it_serves_restarts_what_dies_and_ctrl_c_stops_it_all(
     tmp_path,
 ):
@@ -191,6 +193,7 @@ def cpu_ms(pid: int) -> float:
 
 
 @pytest.mark.slow
+@pytest.mark.heavy
 def test_every_web_process_serves_the_port_and_a_killed_launcher_takes_them_with_it(tmp_path):
     """WEB_PROCESSES web servers share the port: the kernel spreads new connections over
     them, so each one serves a share of a burst of page loads. The launcher killed outright,
@@ -269,6 +272,7 @@ class Browser:
 
 
 @pytest.mark.slow
+@pytest.mark.heavy
 def test_it_starts_on_the_suites_database_and_a_message_posted_through_it_is_answered(tmp_path):
     """`make run` as deployed: on PostgreSQL in the suite's PostgreSQL pass (whose pool must
     open after the fork: its threads cannot be forked), on SQLite otherwise. A person logs

@@ -11,7 +11,6 @@ import zlib
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from functools import partial
 from pathlib import Path, PurePosixPath
 from typing import IO, Any
 
@@ -102,7 +101,11 @@ def _opened(path: Path) -> Iterator[tuple[Opener, Callable[[str], SourceFile | N
             chosen = min(inner, key=len)
             yield (lambda: archive.open(chosen)), _zip_files(archive, names)
         return
-    yield partial(path.open, "rb"), lambda pointer: None
+
+    def opener() -> IO[bytes]:
+        return path.open("rb")  # the caller's with closes it
+
+    yield opener, lambda pointer: None
 
 
 def _deep_items(stream: IO[bytes]) -> dict[int, int]:
@@ -134,7 +137,7 @@ def _deep_items(stream: IO[bytes]) -> dict[int, int]:
     return deep
 
 
-def _items_skipping(stream: IO[bytes], deep: dict[int, int]) -> Iterator[Any]:
+def _items_skipping(stream: IO[bytes] | _Rewound, deep: dict[int, int]) -> Iterator[Any]:
     """The list's items, built from its events, but for the deep ones (their positions):
     of those only the top level's plain values are kept (a title to report it by). Slower
     than ijson.items, so used only for a file that has deep items."""
