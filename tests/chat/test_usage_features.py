@@ -242,7 +242,8 @@ def test_the_html_export_is_one_self_contained_page(client, alice_thread, roles)
     url = reverse("chat:thread_export", kwargs={"thread": alice_thread.public_id})
     response = client.get(url, {"format": "html"})
     assert response["Content-Type"].startswith("text/html")
-    assert response["Content-Disposition"].endswith('.html"')
+    assert response["Content-Disposition"].startswith("attachment;")
+    assert response["Content-Disposition"].endswith(".html")  # filename*=UTF-8''….html
     html = response.content.decode()
     assert "<strong>Bold</strong>" in html and "<script>" not in html
     assert "&lt;script&gt;" in html and "Director" in html

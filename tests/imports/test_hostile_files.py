@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 import zipfile
 from datetime import timedelta
 from pathlib import Path
@@ -22,6 +21,7 @@ from django.utils import timezone
 from apps.chat.models import Attachment, Message, Session
 from apps.imports import services, tasks
 from apps.imports.models import ImportedConversation, ImportJob, ImportStatus
+from tests.conftest import wait_until
 from tests.imports.exports import (
     PNG_1PX,
     chatgpt_trip,
@@ -49,9 +49,15 @@ def previewed(owner, data: bytes, name: str = "conversations.json") -> ImportJob
 
 
 def imported(job: ImportJob) -> ImportJob:
+    """Started as the page starts it; the worker imports it."""
     assert job.status == ImportStatus.READY, (job.status, job.error)
     services.job_start(job=job, roles={})
-    tasks.run_import(job.pk)
+    return ended(job)
+
+
+def ended(job: ImportJob) -> ImportJob:
+    wait_until(lambda: ImportJob.objects.get(pk=job.pk).finished_at, timeout=60,
+               message="the import did not end")  # fmt: skip
     return ImportJob.objects.get(pk=job.pk)
 
 
@@ -96,7 +102,7 @@ def test_a_reader_past_its_cpu_ceiling_fails_its_job(alice, settings):
     assert job.status == ImportStatus.FAILED and "took more than 1 s of work" in job.error
 
 
-def test_a_deep_conversation_is_reported_and_the_others_import(alice):
+def test_a_deep_conversation_is_reported_and_the_others_import(alice, celery_worker):
     healthy = json.dumps(chatgpt_trip("c-ok"))
     deep = chatgpt_trip("c-deep")
     deep["title"] = "Too deep"
@@ -128,7 +134,7 @@ def test_repeated_message_ids_are_reported_not_walked_for_ever(alice):
     )
 
 
-def test_a_damaged_image_in_the_zip_breaks_its_conversation_only(alice, tmp_path):
+def test_a_damaged_image_in_the_zip_breaks_its_conversation_only(alice, tmp_path, celery_worker):
     path = tmp_path / "export.zip"
     conversations = [chatgpt_with_image("c-pic"), chatgpt_trip("c-trip")]
     with zipfile.ZipFile(path, "w", compression=zipfile.ZIP_STORED) as archive:
@@ -144,7 +150,7 @@ def test_a_damaged_image_in_the_zip_breaks_its_conversation_only(alice, tmp_path
     assert imported(job).report["made"] == 1
 
 
-def test_an_id_longer_than_the_column_imports_once(alice):
+def test_an_id_longer_than_the_column_imports_once(alice, celery_worker):
     long_id = "x" * 300
     data = json.dumps([chatgpt_trip(long_id)]).encode()
     job = imported(previewed(alice, data))
@@ -153,7 +159,7 @@ def test_an_id_longer_than_the_column_imports_once(alice):
     assert again.preview["already"] == 1 and again.preview["conversations"] == 0
 
 
-def test_dates_outside_pythons_range_are_dropped_and_no_page_fails(alice):
+def test_dates_outside_pythons_range_are_dropped_and_no_page_fails(alice, celery_worker):
     early = claude_conversation("11111111-0000-4000-8000-000000000001")
     late = claude_conversation("11111111-0000-4000-8000-000000000002")
     early["created_at"] = "0001-01-01T00:00:00+14:00"
@@ -172,7 +178,9 @@ def test_dates_outside_pythons_range_are_dropped_and_no_page_fails(alice):
     assert client.get("/search/?q=rain").status_code == 200
 
 
-def test_a_conversation_that_fails_midway_leaves_nothing_and_the_rest_import(alice, monkeypatch):
+def test_a_conversation_that_fails_midway_leaves_nothing_and_the_rest_import(
+    alice, monkeypatch, celery_worker
+):
     """[healthy, broken, healthy]: the broken one's rows and its stored image go back."""
     real = services.session_import
 
@@ -210,14 +218,14 @@ def test_cancel_ends_a_job_while_its_file_arrives_or_is_read(alice):
         assert job.status == ImportStatus.CANCELLED and not job.file
 
 
-def test_cancel_while_importing_stops_the_reader(alice):
+def test_cancel_while_importing_stops_the_reader(alice, celery_worker):
     data = json.dumps([chatgpt_trip(f"c-{n}") for n in range(40)]).encode()
     job = previewed(alice, data)
+    ImportJob.objects.filter(pk=job.pk).update(cancel_requested=True)  # pressed as it starts
     services.job_start(job=job, roles={})
-    ImportJob.objects.filter(pk=job.pk).update(cancel_requested=True)
-    tasks.run_import(job.pk)
-    job = ImportJob.objects.get(pk=job.pk)
+    job = ended(job)
     assert job.status == ImportStatus.CANCELLED and job.report["made"] < 40
+    assert not job.file
 
 
 def test_a_redelivered_task_is_failed_not_run_again(alice):
@@ -241,59 +249,14 @@ def test_a_sweep_ends_jobs_whose_worker_stopped_beating(alice):
     assert ImportJob.objects.get(pk=alive.pk).status == ImportStatus.READING
 
 
-def test_two_imports_of_one_file_race_to_one_result(alice):
-    """Both previewed, both run at once: each conversation is one session, whichever job
-    wrote it, and the loser's rows and files go back."""
-    import threading
-
-    from django.db import connections
-
+def test_two_imports_of_one_file_race_to_one_result(alice, celery_worker):
+    """Both previewed, both started at once (the worker runs them side by side): each
+    conversation is one session, whichever job wrote it, and the loser's rows go back."""
     data = json.dumps([chatgpt_trip(f"c-{n}") for n in range(6)]).encode()
     first, second = previewed(alice, data), previewed(alice, data)
     for job in (first, second):
         services.job_start(job=job, roles={})
-    errors = []
-
-    def run(pk):
-        try:
-            tasks.run_import(pk)
-        except Exception as exc:  # pragma: no cover - shown by the assertion
-            errors.append(exc)
-        finally:
-            connections.close_all()
-
-    threads = [threading.Thread(target=run, args=(job.pk,)) for job in (first, second)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(120)
-    assert not errors
-    reports = [ImportJob.objects.get(pk=job.pk).report for job in (first, second)]
+    reports = [ended(job).report for job in (first, second)]
     assert sum(r["made"] for r in reports) == 6 and sum(r["already"] for r in reports) == 6
     assert ImportedConversation.objects.filter(owner=alice).count() == 6
     assert Session.objects.filter(owner=alice).count() == 6
-
-
-def test_a_librechat_chat_nested_1500_replies_deep_imports_whole(alice):
-    """LibreChat's export nests each reply in the one before: deep, and real."""
-    export = librechat_export(nested=True)
-    template = export["messages"][0]
-    top: dict = {}
-    node = top
-    for n in range(1500):
-        node.update({**template, "messageId": f"m{n}", "text": f"reply {n}",
-                     "isCreatedByUser": n % 2 == 0, "model": "gpt-4o", "children": []})  # fmt: skip
-        if n < 1499:
-            child: dict = {}
-            node["children"] = [child]
-            node = child
-    export["messages"] = [top]
-    limit = sys.getrecursionlimit()
-    sys.setrecursionlimit(10_000)  # this test's own json.dumps of it
-    try:
-        data = json.dumps(export).encode()
-    finally:
-        sys.setrecursionlimit(limit)
-    job = imported(previewed(alice, data, "librechat.json"))
-    assert job.status == ImportStatus.DONE and job.report["made"] == 1, (job.error, job.report)
-    assert Message.objects.filter(thread__session__owner=alice).count() == 1500
