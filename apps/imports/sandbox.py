@@ -14,7 +14,6 @@ import io
 import json
 import os
 import pickle
-import resource
 import selectors
 import signal
 import struct
@@ -30,6 +29,7 @@ from typing import IO, Any
 
 from django.conf import settings
 
+from apps.attachments.bounded import apply_limits
 from apps.imports.layout import Layout, layout
 from apps.imports.scanning import scan
 from apps.imports.sources.reading import Entry, UnreadableFile, read_export
@@ -191,13 +191,6 @@ def _used_cpu(frames: _Frames) -> bool:
 # The child's side.
 
 
-def _limit(memory_mb: int, cpu: int) -> None:
-    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-    resource.setrlimit(resource.RLIMIT_AS, (memory_mb * 1_048_576, memory_mb * 1_048_576))
-    # SIGXCPU at the soft limit; the hard one, a little later, is SIGKILL.
-    resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 5))
-
-
 def _send(out: IO[bytes], kind: str, value: Any) -> None:
     data = pickle.dumps((kind, value), protocol=pickle.HIGHEST_PROTOCOL)
     out.write(HEADER.pack(len(data)) + data)
@@ -220,7 +213,7 @@ def main(argv: list[str]) -> int:
     mode, path, memory_mb, cpu = argv[0], Path(argv[1]), int(argv[2]), int(argv[3])
     out = os.fdopen(os.dup(1), "wb")
     os.dup2(2, 1)  # nothing else may write into the frames
-    _limit(memory_mb, cpu)
+    apply_limits(memory_mb, cpu)
     # A file that is one object is read whole by a recursive parser: a thread with a deep
     # stack lets it read a conversation nested thousands of replies deep.
     threading.stack_size(memory_mb * 1_048_576 // 4)  # a share of the ceiling

@@ -103,3 +103,19 @@ def test_every_route_that_serves_a_file_names_it_with_the_one_helper(alice, alic
     assert logged_in.status_code == shared.status_code == 200
     assert logged_in["Content-Disposition"] == shared["Content-Disposition"] == expected
     assert 'filename="report' in expected and "pwned.html;" not in expected
+
+
+def test_a_pdf_reading_past_its_ceiling_fails_in_words_not_in_the_process(monkeypatch):
+    """The PDF's text and first page are read in a child under a memory ceiling: one that
+    needs more fails that reading, with a sentence (text) or no preview (picture)."""
+    from apps.attachments import bounded
+    from tests.attachments.test_sniff import text_pdf
+
+    pdf = text_pdf("Numbers")
+    assert bounded.pdf_text(pdf, max_chars=1000).startswith("[page 1]\nNumbers")
+    assert bounded.pdf_first_page(pdf) is not None
+    monkeypatch.setattr(bounded, "MEMORY_MB", 40)  # less than the reader itself needs
+    said = bounded.pdf_text(pdf, max_chars=1000)
+    assert said.startswith("[the PDF's text could not be read: ")
+    assert "40 MB" in said or "MemoryError" in said, said
+    assert bounded.pdf_first_page(pdf) is None

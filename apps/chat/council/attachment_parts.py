@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from apps.attachments.sniff import pdf_text
+from apps.attachments.bounded import pdf_text
 from apps.chat.models import Attachment, AttachmentKind
 from apps.providers.description import Reads
 from apps.providers.types import ChatRequest, Part

@@ -14,7 +14,8 @@ from django.core.files.base import ContentFile
 from django.core.files.storage import default_storage
 from django.db import transaction
 
-from apps.attachments.sniff import Refused, Sniffed, pdf_first_page, sniff
+from apps.attachments.bounded import pdf_first_page
+from apps.attachments.sniff import Refused, Sniffed, sniff
 from apps.chat.models import (
     Attachment,
     Membership,
