@@ -260,3 +260,28 @@ def test_two_imports_of_one_file_race_to_one_result(alice, celery_worker):
     assert sum(r["made"] for r in reports) == 6 and sum(r["already"] for r in reports) == 6
     assert ImportedConversation.objects.filter(owner=alice).count() == 6
     assert Session.objects.filter(owner=alice).count() == 6
+
+
+def test_a_time_out_of_range_stored_before_is_brought_back_in_range(alice, alice_thread):
+    """A value an earlier import stored (year 1 at +14:00) made the person's pages fail for
+    good; the migration brings it into range without reading it."""
+    from importlib import import_module
+
+    from django.apps import apps
+    from django.db import connection
+
+    from apps.chat.council.posting import message_post
+
+    posted = message_post(thread=alice_thread, author=alice, text="an old message")
+    table = posted.user_message._meta.db_table
+    with connection.cursor() as cursor:
+        cursor.execute(f"UPDATE {table} SET created_at = %s WHERE id = %s",  # noqa: S608
+                       ["0001-01-01 00:00:00+14:00", posted.user_message.pk])  # fmt: skip
+    planted = Message.objects.filter(pk=posted.user_message.pk, created_at__lt="1900-01-01")
+    assert planted.exists()
+    import_module("apps.chat.migrations.0023_clamp_imported_times").clamp(apps, None)
+    client = Client()
+    client.force_login(alice)
+    assert client.get(f"/t/{alice_thread.public_id}/").status_code == 200
+    assert client.get("/").status_code == 200
+    assert Message.objects.get(pk=posted.user_message.pk).created_at.year == 1990
