@@ -87,11 +87,14 @@ def test_all_fans_out_in_parallel_and_the_director_answers_last_seeing_everyone(
     director = calls["director"][0]
     # The four overlap in time: each started before any of them ended.
     assert max(call.started for call in four) < min(call.ended for call in four)
-    # The director started after the last of them ended, and saw all four answers.
-    assert director.started >= max(call.ended for call in four)
+    # The director started after the last of them, with all four answers whole in its request:
+    # it was sent once they had ended. (The emulator's own end time is taken when its loop
+    # comes back to the request, which on a loaded machine can be after the worker, having
+    # read the last byte, has already sent the director's request.)
+    assert director.started > max(call.started for call in four)
     sent = str(director.body["messages"])
     for handle in FOUR:
-        assert f"{handle} thinks the opening shot" in sent
+        assert f"{handle} thinks the opening shot should be a slow push-in." in sent
     # The four never saw each other's answers: their histories are identical.
     assert len({str(call.body["messages"][:-1]) for call in four}) == 1
 
