@@ -314,13 +314,18 @@ def job_run(job: ImportJob) -> None:
 
 def _run(job: ImportJob, report: dict[str, Any]) -> None:
     roles: dict[str, Role] = {}
-    saved = time.monotonic()
+    saved = asked = time.monotonic()
     should_stop = _stopper(job)
     with sandbox.conversations(_path(job), should_stop=should_stop) as read:
         for found in read:
             entry = found.entry
-            if should_stop():
-                raise sandbox.Stopped
+            # A cancel is looked for before the first conversation, then twice a second
+            # (asking before each of thousands of conversations cost a query each).
+            now = time.monotonic()
+            if entry.position == 1 or now - asked >= PROGRESS_SECONDS:
+                asked = now
+                if should_stop():
+                    raise sandbox.Stopped
             if entry.conversation is None or found.planned is None:
                 _broken(report, entry.position, entry.title, entry.broken)
                 continue
