@@ -166,3 +166,34 @@ def test_on_a_phone_a_file_of_the_session_is_attached_and_a_sent_one_saved_back(
     )
     chat.screenshot(path=shots / "attachments-saved-390.png")
     assert "attachments/frame.png" in {info.path for info in workspace.files()}
+
+
+def test_saving_a_whispered_picture_asks_before_everyone_can_read_it(chat, bob, fast_demo, shots):
+    """A picture sent in a whisper: the lightbox's Save to files says who sees it now and who
+    would, and saves it only after Save for everyone."""
+    from apps.chat.council.posting import message_post
+    from apps.chat.records.attachments import attachment_add
+    from apps.chat.records.rooms import member_add
+    from apps.chat.records.sessions import session_workspace
+
+    session, thread = chat.session, chat.session.active_thread
+    member_add(session=session, by=session.owner, username="bob")
+    picture = image_bytes("PNG", size=(90, 60))
+    photo = attachment_add(session=session, owner=session.owner, thread=thread,
+                           name="secret-board.png", data=picture)  # fmt: skip
+    posted = message_post(thread=thread, author=session.owner,
+                          text="/whisper @assistant only you", attachments=[photo])  # fmt: skip
+    assert posted.user_message is not None
+    chat.reload()
+    person = bubble(chat, "user").last
+    person.locator(".msg-attachment-image").click()
+    lightbox = chat.locator("#lightbox")
+    lightbox.get_by_role("button", name="Save to files").click()
+    said = lightbox.locator("#lightbox-saved")
+    expect(said).to_contain_text("This file was whispered: only")
+    expect(said).to_contain_text("everyone in the room (2 people) and to every role")
+    assert not session_workspace(session).files()
+    chat.screenshot(path=shots / "attachments-whisper-save-390.png")
+    lightbox.get_by_role("button", name="Save for everyone").click()
+    expect(said).to_contain_text("Saved in the session's files as attachments/secret-board.png")
+    assert [f.path for f in session_workspace(session).files()] == ["attachments/secret-board.png"]
