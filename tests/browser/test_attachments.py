@@ -193,7 +193,7 @@ def test_saving_a_whispered_picture_asks_before_everyone_can_read_it(chat, bob, 
     expect(said).to_contain_text("This file was whispered: only")
     expect(said).to_contain_text("everyone in the room (2 people) and to every role")
     assert not session_workspace(session).files()
-    chat.screenshot(path=shots / "attachments-whisper-save-390.png")
+    chat.screenshot(path=shots / "attachments-whisper-save-1280.png")
     lightbox.get_by_role("button", name="Save for everyone").click()
     expect(said).to_contain_text("Saved in the session's files as attachments/secret-board.png")
     assert [f.path for f in session_workspace(session).files()] == ["attachments/secret-board.png"]
