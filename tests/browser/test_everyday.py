@@ -13,6 +13,7 @@ from apps.chat.models import Message
 from apps.providers.models import ModelPrice
 from bench.long_threads import thread_fill
 from tests.browser.test_group_chat import bubble, send, wait_done
+from tests.deadlines import scaled
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -191,7 +192,7 @@ def test_a_turn_that_finishes_while_you_are_away_notifies_and_leaves_badges(chat
 
     send(chat, "Tell me a long story")
     chat.evaluate(HIDE_THE_TAB)
-    wait_done(bubble(chat, "assistant"), timeout=30_000)
+    wait_done(bubble(chat, "assistant"), timeout=scaled(30_000))
     chat.wait_for_function("window.__notifications.length > 0")
     assert chat.evaluate("window.__notifications") == ["Assistant replied"]
     # The other tab's sidebar counts the reply as new; so does the sessions list.
@@ -230,7 +231,7 @@ def test_a_turn_that_finishes_while_you_are_on_another_session_notifies_once_liv
     chat.goto(f"/t/{elsewhere.active_thread.public_id}/")  # on to another session meanwhile
     expect(chat.locator("#sync-state")).to_have_attribute("data-synced", "true")
     # Without a reload: the sessions list counts the reply; one of the two tabs notifies.
-    expect(badge).to_have_text("1 new", timeout=30_000)
+    expect(badge).to_have_text("1 new", timeout=scaled(30_000))
 
     def shown():
         return chat.evaluate("window.__notifications") + sessions_page.evaluate(
@@ -238,7 +239,7 @@ def test_a_turn_that_finishes_while_you_are_on_another_session_notifies_once_liv
         )
 
     for page in (chat, sessions_page):  # each tab has decided: shown, or left to the other
-        page.wait_for_function(DECIDED, timeout=30_000)
+        page.wait_for_function(DECIDED, timeout=scaled(30_000))
     assert shown() == ["Assistant replied"]
     bodies = chat.evaluate("window.__notificationBodies") + sessions_page.evaluate(
         "window.__notificationBodies"

@@ -16,6 +16,7 @@ from apps.providers.emulator import Script
 from apps.roles.models import Role
 from tests.browser.test_live_chat import log_in
 from tests.conftest import wait_until
+from tests.deadlines import scaled
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -51,7 +52,8 @@ def bubble(page, speaker: str):
     return page.locator(f"#transcript article[data-speaker={speaker}]")
 
 
-def wait_done(locator, timeout=20_000):
+def wait_done(locator, timeout: float | None = None):
+    timeout = scaled(20_000) if timeout is None else timeout
     expect(locator).to_have_attribute("data-status", "done", timeout=timeout)
 
 
@@ -96,10 +98,12 @@ def test_mute_then_all_skips_the_muted_role(chat, fast_demo):
 
 def test_escape_stops_a_fan_out(chat, slow_demo):
     send(chat, "@all take your time")
-    expect(bubble(chat, "visual_architect")).to_contain_text("Demo reply", timeout=10_000)
+    expect(bubble(chat, "visual_architect")).to_contain_text("Demo reply", timeout=scaled(10_000))
     chat.get_by_role("combobox", name="Message", exact=True).press("Escape")
     for speaker in ("assistant", "editorial_architect", "visual_architect", "director"):
-        expect(bubble(chat, speaker)).to_have_attribute("data-status", "interrupted", timeout=5_000)
+        expect(bubble(chat, speaker)).to_have_attribute(
+            "data-status", "interrupted", timeout=scaled(5_000)
+        )
     # The roles not checked above settle as their workers close their streams.
     wait_until(lambda: not Message.objects.filter(status__in=["queued", "streaming"]).exists())
     partial = Message.objects.get(speaker="visual_architect")
@@ -172,7 +176,7 @@ def test_role_chips_and_mention_autocomplete(chat, fast_demo):
 def test_settings_apply_on_next_turn_during_a_stream(chat, slow_demo, emulated_anthropic):
     send(chat, "Tell me about the harbour")
     reply = bubble(chat, "assistant")
-    expect(reply).to_have_attribute("data-status", "streaming", timeout=10_000)
+    expect(reply).to_have_attribute("data-status", "streaming", timeout=scaled(10_000))
     chat.get_by_role("button", name="Session settings").click()
     dialog = chat.get_by_role("dialog")
     expect(dialog.get_by_role("heading", name="Session settings")).to_be_visible()
@@ -190,7 +194,7 @@ def test_settings_apply_on_next_turn_during_a_stream(chat, slow_demo, emulated_a
     dialog.get_by_role("button", name="Save").click()
     expect(dialog.get_by_role("button", name="Apply now (restart stream)")).to_be_visible()
     dialog.get_by_role("button", name="Apply on next turn").click()
-    expect(dialog).to_be_hidden(timeout=5_000)
+    expect(dialog).to_be_hidden(timeout=scaled(5_000))
     expect(chat.locator("#addressing")).to_contain_text("Broadcast")
     wait_done(reply)
     session = Session.objects.get(pk=chat.session.pk)
@@ -207,8 +211,8 @@ def test_settings_applied_now_restart_the_stream_and_keep_the_old_text(chat, slo
     slow_demo.PARLEY_DEMO_TOKENS_PER_SECOND = 20
     send(chat, "Tell me about the harbour")
     reply = bubble(chat, "assistant")
-    expect(reply).to_have_attribute("data-status", "streaming", timeout=10_000)
-    expect(reply).to_contain_text("Demo reply", timeout=10_000)  # some text has streamed
+    expect(reply).to_have_attribute("data-status", "streaming", timeout=scaled(10_000))
+    expect(reply).to_contain_text("Demo reply", timeout=scaled(10_000))  # some text has streamed
     chat.get_by_role("button", name="Session settings").click()
     dialog = chat.get_by_role("dialog")
     dialog.get_by_role("tab", name="Context").click()
@@ -220,16 +224,16 @@ def test_settings_applied_now_restart_the_stream_and_keep_the_old_text(chat, slo
     shown = len(text.text_content() or "")
     assert shown > 20
     apply_now.click()
-    expect(dialog).to_be_hidden(timeout=5_000)
+    expect(dialog).to_be_hidden(timeout=scaled(5_000))
     # The same bubble streams again from the start (its text shorter than what it had shown);
     # once done, what it had said is an earlier version.
     chat.wait_for_function(
         "([id, shown]) => { const el = document.getElementById(id);"
         " return el && el.textContent.length < shown; }",
         arg=[f"{reply.get_attribute('id')}-text", shown],
-        timeout=15_000,
+        timeout=scaled(15_000),
     )
-    wait_done(reply, timeout=30_000)
+    wait_done(reply, timeout=scaled(30_000))
     expect(reply.locator(".msg-versions summary")).to_have_text("Earlier versions (1)")
     message = Message.objects.get(speaker="assistant")
     (earlier,) = message.alternatives
@@ -242,7 +246,9 @@ def test_settings_applied_now_restart_the_stream_and_keep_the_old_text(chat, slo
 
 def test_leave_during_a_stream_and_come_back_to_the_finished_reply(chat, slow_demo):
     send(chat, "Write me something long")
-    expect(bubble(chat, "assistant")).to_have_attribute("data-status", "streaming", timeout=10_000)
+    expect(bubble(chat, "assistant")).to_have_attribute(
+        "data-status", "streaming", timeout=scaled(10_000)
+    )
     url = chat.url
     chat.goto("/")
     expect(chat.get_by_role("heading", name="Your sessions")).to_be_visible()
@@ -253,7 +259,7 @@ def test_leave_during_a_stream_and_come_back_to_the_finished_reply(chat, slow_de
             break
         chat.wait_for_timeout(100)
     chat.goto(url)
-    wait_done(bubble(chat, "assistant"), timeout=5_000)
+    wait_done(bubble(chat, "assistant"), timeout=scaled(5_000))
     expect(bubble(chat, "assistant")).to_contain_text("Close the tab and come back")
 
 
@@ -400,7 +406,7 @@ def test_regenerate_export_clear_and_new_chat(chat, fast_demo):
     reply = bubble(chat, "assistant")
     wait_done(reply)
     reply.get_by_role("button", name="Regenerate").click()
-    expect(reply).to_contain_text("version 2", timeout=15_000)
+    expect(reply).to_contain_text("version 2", timeout=scaled(15_000))
     wait_done(reply)
     reply.get_by_text("Earlier versions (1)").click()
     expect(reply.get_by_role("region", name="Version 1")).to_contain_text("Demo reply")
@@ -490,16 +496,16 @@ def test_a_message_sent_while_replies_stream_is_queued_then_answered_and_send_no
 ):
     send(chat, "@visual_architect how does the harbour scene open?")
     visual = bubble(chat, "visual_architect")
-    expect(visual).to_have_attribute("data-status", "streaming", timeout=10_000)
+    expect(visual).to_have_attribute("data-status", "streaming", timeout=scaled(10_000))
     send(chat, "@sound_designer and what do we hear?")
     queue = chat.get_by_role("region", name="Queued messages")
     expect(queue).to_contain_text("and what do we hear?")
     expect(queue.locator(".msg-state")).to_have_text("queued")
     # It waits: no bubble of its own while the turn runs.
     expect(bubble(chat, "sound_designer")).to_have_count(0)
-    wait_done(visual, timeout=30_000)
+    wait_done(visual, timeout=scaled(30_000))
     sound = bubble(chat, "sound_designer")
-    wait_done(sound, timeout=30_000)
+    wait_done(sound, timeout=scaled(30_000))
     expect(queue).to_have_count(0)
     speakers = chat.locator("#transcript article").evaluate_all(
         "els => els.map(e => e.dataset.speaker)"
@@ -509,11 +515,11 @@ def test_a_message_sent_while_replies_stream_is_queued_then_answered_and_send_no
     # Send now: the running reply stops with its text kept, and the queued message runs.
     send(chat, "@actor_agent a long monologue, please")
     actor = bubble(chat, "actor_agent")
-    expect(actor.locator(".stream-text")).to_contain_text(re.compile(r"\w"), timeout=10_000)
+    expect(actor.locator(".stream-text")).to_contain_text(re.compile(r"\w"), timeout=scaled(10_000))
     send(chat, "@director cut it short")
     chat.get_by_role("button", name=re.compile("Send now: @director cut it short")).click()
-    expect(actor).to_have_attribute("data-status", "interrupted", timeout=10_000)
-    wait_done(bubble(chat, "director"), timeout=30_000)
+    expect(actor).to_have_attribute("data-status", "interrupted", timeout=scaled(10_000))
+    wait_done(bubble(chat, "director"), timeout=scaled(30_000))
     actor_reply = Message.objects.get(speaker="actor_agent")
     assert actor_reply.status == MessageStatus.INTERRUPTED and actor_reply.text
 

@@ -8,6 +8,7 @@ from playwright.sync_api import expect
 from apps.chat.models import Message, MessageStatus
 from apps.chat.records.sessions import session_create
 from bench.long_threads import thread_fill
+from tests.deadlines import scaled
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -41,7 +42,7 @@ def test_log_in_send_a_message_and_watch_the_reply_stream_in(page, alice, roles,
     expect(bubble.locator(".stream-text .fresh").first).to_be_attached()
     stream_text = bubble.locator(".stream-text")
     expect(stream_text).to_contain_text("Demo reply")
-    expect(bubble).to_have_attribute("data-status", "done", timeout=15_000)
+    expect(bubble).to_have_attribute("data-status", "done", timeout=scaled(15_000))
     expect(bubble).not_to_have_attribute("aria-busy", "true")
     expect(bubble).to_contain_text("Demo reply from Assistant")
     expect(bubble.locator("pre code")).to_contain_text("def stream(reply):")
@@ -59,8 +60,8 @@ def test_reload_during_streaming_continues_to_the_same_final_text(page, alice, r
     page.get_by_role("button", name="Send").click()
 
     bubble = reply_bubble(page)
-    expect(bubble).to_have_attribute("data-status", "streaming", timeout=10_000)
-    expect(bubble).to_contain_text("Demo reply", timeout=10_000)
+    expect(bubble).to_have_attribute("data-status", "streaming", timeout=scaled(10_000))
+    expect(bubble).to_contain_text("Demo reply", timeout=scaled(10_000))
 
     # A second tab on the same thread, opened mid-stream.
     other = page.context.new_page()
@@ -70,14 +71,14 @@ def test_reload_during_streaming_continues_to_the_same_final_text(page, alice, r
     bubble = reply_bubble(page)
     expect(bubble).to_have_attribute("data-status", "streaming")
     length_after_reload = len(bubble.inner_text())
-    expect(bubble).to_have_attribute("data-status", "done", timeout=20_000)
+    expect(bubble).to_have_attribute("data-status", "done", timeout=scaled(20_000))
     assert len(bubble.inner_text()) > length_after_reload
 
     reply = Message.objects.get(thread=session.active_thread, speaker="assistant")
     assert reply.status == MessageStatus.DONE
     expect(page.locator("article.msg")).to_have_count(2)  # no duplicated bubbles
     other_bubble = reply_bubble(other)
-    expect(other_bubble).to_have_attribute("data-status", "done", timeout=20_000)
+    expect(other_bubble).to_have_attribute("data-status", "done", timeout=scaled(20_000))
     assert bubble.inner_text() == other_bubble.inner_text()
     expect(bubble).to_contain_text("Close the tab and come back")
 
@@ -170,7 +171,7 @@ def test_a_reply_says_thinking_until_its_first_text_and_keeps_a_one_line_header(
     header = bubble.locator(".msg-head")
     line = header.locator(".speaker").bounding_box()["height"]
     assert header.bounding_box()["height"] < 2 * line + 12  # one line, with its padding
-    expect(state.locator(".if-text")).to_be_visible(timeout=10_000)
+    expect(state.locator(".if-text")).to_be_visible(timeout=scaled(10_000))
     expect(state.locator(".if-empty")).to_be_hidden()
     assert header.bounding_box()["height"] < 2 * line + 12
     page.screenshot(path=str(shots / f"streaming-{size[0]}.png"))

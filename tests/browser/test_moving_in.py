@@ -14,6 +14,7 @@ from apps.chat.models import Session
 from apps.imports.models import ImportedConversation
 from apps.roles.models import Role
 from tests.browser.test_live_chat import log_in
+from tests.deadlines import scaled
 from tests.imports.exports import chatgpt_trip, claude_conversation
 from tests.roles.test_cards import V2, card_png, v3
 
@@ -38,7 +39,7 @@ def test_an_export_is_previewed_imported_with_a_progress_bar_and_cancelled(
     totals = page.locator(".import-totals")
     expect(totals).to_contain_text(
         "401 sessions · 2,802 messages · 800 branches · 1 attachment · from ChatGPT, Claude",
-        timeout=30_000,
+        timeout=scaled(30_000),
     )
     expect(page.get_by_text("Tool output (code runs, searches, browsing) (400)")).to_be_visible()
     expect(page.get_by_label(re.compile("^gpt-4o"))).to_have_value("new")
@@ -50,7 +51,7 @@ def test_an_export_is_previewed_imported_with_a_progress_bar_and_cancelled(
     expect(page.get_by_role("status")).to_contain_text(re.compile(r"Importing… [1-9]"))
     page.screenshot(path=shots / f"import-progress-{size[0]}.png")
     page.get_by_role("button", name="Cancel").click()
-    expect(page.get_by_role("status")).to_contain_text("Cancelled.", timeout=30_000)
+    expect(page.get_by_role("status")).to_contain_text("Cancelled.", timeout=scaled(30_000))
     made = ImportedConversation.objects.filter(owner=alice).count()
     assert 1 <= made < 401 and Session.objects.filter(owner=alice).count() == made
     # The sessions made are listed, and open.
@@ -96,7 +97,7 @@ def test_a_thread_shared_by_link_is_read_live_by_a_visitor(
     box.fill("@director open on the harbour")
     box.press("Enter")
     expect(page.get_by_role("article", name=re.compile("Director"))).to_have_attribute(
-        "data-status", "done", timeout=20_000
+        "data-status", "done", timeout=scaled(20_000)
     )
     page.locator(".share-menu summary").click()
     page.get_by_role("button", name="Share a read-only link…").click()
@@ -116,16 +117,18 @@ def test_a_thread_shared_by_link_is_read_live_by_a_visitor(
         box.fill("@director and the last shot?")
         box.press("Enter")
         expect(visitor.get_by_role("article", name="alice").nth(1)).to_contain_text(
-            "and the last shot?", timeout=15_000
+            "and the last shot?", timeout=scaled(15_000)
         )
-        expect(visitor.get_by_role("article", name="Director")).to_have_count(2, timeout=15_000)
+        expect(visitor.get_by_role("article", name="Director")).to_have_count(
+            2, timeout=scaled(15_000)
+        )
         visitor.screenshot(path=shots / "shared-thread-390.png", full_page=True)
         # Revoked, the visitor's page says so at its next look.
         page.goto("/account/shared/")
         page.once("dialog", lambda dialog: dialog.accept())
         page.get_by_role("button", name=re.compile("^Revoke")).click()
         expect(visitor.get_by_text("This link was revoked or has expired")).to_be_visible(
-            timeout=15_000
+            timeout=scaled(15_000)
         )
         assert visitor.goto(url).status == 404
     finally:

@@ -8,6 +8,7 @@ import pytest
 from playwright.sync_api import expect
 
 from tests.browser.test_group_chat import bubble, off_the_event_loop, send, wait_done
+from tests.deadlines import scaled
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -62,7 +63,7 @@ def test_switching_to_another_providers_credential_resets_the_model(
     expect(model).not_to_have_value("claude-sonnet-5")
     expect(model.locator("option", has_text="claude-sonnet-5")).to_have_count(0)
     dialog.get_by_role("button", name="Save").click()
-    expect(dialog).to_be_hidden(timeout=5_000)
+    expect(dialog).to_be_hidden(timeout=scaled(5_000))
     session = Session.objects.get(pk=chat.session.pk)
     assert session.credential.name == "Local" and not session.model.startswith("claude")
 
@@ -110,7 +111,7 @@ def test_a_second_message_sent_before_the_first_is_answered_is_not_dropped(chat,
     box.fill("second of two")
     box.press("Enter")  # the first request may still be on its way
     users = chat.locator("#transcript article[data-speaker=user]")
-    expect(users).to_have_count(2, timeout=20_000)
+    expect(users).to_have_count(2, timeout=scaled(20_000))
     expect(users.first).to_contain_text("first of two")
     expect(users.last).to_contain_text("second of two")
     expect(box).to_have_value("")
@@ -128,7 +129,7 @@ def test_enter_right_after_the_composer_is_replaced_still_sends(chat, fast_demo)
     box.fill("second of two")
     box.press("Enter")  # within the settle window
     users = chat.locator("#transcript article[data-speaker=user]")
-    expect(users).to_have_count(2, timeout=20_000)
+    expect(users).to_have_count(2, timeout=scaled(20_000))
     expect(users.last).to_contain_text("second of two")
 
 

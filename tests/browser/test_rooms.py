@@ -15,6 +15,7 @@ from apps.chat.records.sessions import session_create
 from tests.browser.test_group_chat import bubble, send, wait_done
 from tests.browser.test_live_chat import log_in
 from tests.conftest import wait_until
+from tests.deadlines import scaled
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -63,7 +64,7 @@ def test_three_people_talk_whisper_and_see_each_other_live(
     # Typing shows on the others' pages, then clears.
     sam.get_by_role("combobox", name="Message", exact=True).press_sequentially("@director wh")
     expect(page.locator("#typing-line")).to_have_text("bob is typing…")
-    expect(page.locator("#typing-line")).to_have_text("", timeout=8_000)
+    expect(page.locator("#typing-line")).to_have_text("", timeout=scaled(8_000))
 
     # A member's message and the role's reply reach every page live, with who wrote it.
     send(sam, "@director what about the harbour at dawn?")
@@ -105,7 +106,7 @@ def test_three_people_talk_whisper_and_see_each_other_live(
     ).click()
     expect(dialog.locator(".room-person[data-username=charlie]")).to_have_count(0)
     expect(viewer.locator("#room-banner")).to_contain_text("You are no longer in this room")
-    expect(page.locator("#room-presence")).not_to_contain_text("charlie", timeout=8_000)
+    expect(page.locator("#room-presence")).not_to_contain_text("charlie", timeout=scaled(8_000))
     response = viewer.reload()
     assert response is not None and response.status == 404
 
@@ -127,7 +128,7 @@ def test_a_returning_member_gets_a_while_you_were_away_card(
                     pk__in=[r.pk for r in p.replies], status__in=("queued", "streaming")
                 ).exists()
             ),
-            timeout=20,
+            timeout=scaled(20),
         )
     # Back on the sessions list, the room shows what is new and whose room it is.
     sam.reload()
@@ -137,5 +138,5 @@ def test_a_returning_member_gets_a_while_you_were_away_card(
     row.get_by_role("link", name=re.compile("Night shoot")).click()
     card = sam.locator("#digest-card")
     expect(card).to_contain_text("While you were away")
-    expect(card.locator(".digest-body")).to_be_visible(timeout=20_000)  # filled in live
+    expect(card.locator(".digest-body")).to_be_visible(timeout=scaled(20_000))  # filled in live
     assert Message.objects.filter(thread=thread, status=MessageStatus.DONE).count() >= 6

@@ -13,6 +13,7 @@ from apps.chat.models import Session
 from apps.providers.services import credential_save
 from apps.roles.services import role_pack_load
 from tests.browser.test_live_chat import log_in
+from tests.deadlines import scaled
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -150,7 +151,7 @@ def test_settings_have_the_provider_filter_and_the_persona_and_memory_editors(
     memory.get_by_label("Memory as plain text").fill("Trailer due Friday")
     memory.get_by_role("button", name="Done").click()
     dialog.get_by_role("button", name="Save").click()
-    expect(dialog).to_be_hidden(timeout=5_000)
+    expect(dialog).to_be_hidden(timeout=scaled(5_000))
     session = Session.objects.get(pk=chat.session.pk)
     assert session.credential == emulated_anthropic
     assert session.persona == "I cut trailers." and session.memory == "Trailer due Friday"

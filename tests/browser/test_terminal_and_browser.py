@@ -15,6 +15,7 @@ from parley_cli.client import Api
 from parley_cli.config import Config
 from parley_cli.tui import ParleyChat
 from tests.browser.test_group_chat import bubble, send
+from tests.deadlines import scaled
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -56,7 +57,9 @@ def test_a_terminal_and_a_browser_tab_see_each_other_live(chat, alice, asgi_serv
         assert posted.wait(20)
         # The tab shows the terminal's message and its reply without a reload.
         expect(chat.locator("#transcript")).to_contain_text("hello from the terminal")
-        expect(bubble(chat, "assistant")).to_have_attribute("data-status", "done", timeout=20_000)
+        expect(bubble(chat, "assistant")).to_have_attribute(
+            "data-status", "done", timeout=scaled(20_000)
+        )
         send(chat, "@director hello from the browser")
         assert seen.wait(20), "the terminal did not show the browser's message and reply"
     finally:

@@ -12,6 +12,7 @@ from apps.chat.records.sessions import session_create, session_set_provider
 from apps.providers.emulator import Script
 from tests.browser.test_group_chat import bubble, send, wait_done
 from tests.browser.test_live_chat import log_in
+from tests.deadlines import scaled
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -36,7 +37,7 @@ def test_an_mcp_tool_and_a_workspace_file_used_by_a_role(
     page.get_by_label("URL").fill(mcp_http.url)
     page.get_by_role("button", name="Add server").click()
     page.get_by_role("button", name="Test remote").click()
-    expect(page.get_by_role("status")).to_contain_text("Reachable", timeout=15_000)
+    expect(page.get_by_role("status")).to_contain_text("Reachable", timeout=scaled(15_000))
     expect(page.get_by_role("status")).to_contain_text("echo (read-only)")
 
     # Give it to the session.
@@ -47,7 +48,7 @@ def test_an_mcp_tool_and_a_workspace_file_used_by_a_role(
     dialog.get_by_role("checkbox", name="remote (Streamable HTTP)").check()
     expect(dialog.get_by_role("checkbox", name="remote__echo", exact=True)).to_be_checked()
     dialog.get_by_role("button", name="Save").click()
-    expect(dialog).to_be_hidden(timeout=5_000)
+    expect(dialog).to_be_hidden(timeout=scaled(5_000))
 
     # A role uses its tool.
     emulator.script(
@@ -57,7 +58,7 @@ def test_an_mcp_tool_and_a_workspace_file_used_by_a_role(
     )  # fmt: skip
     send(page, "@visual_architect try the echo tool")
     reply = bubble(page, "visual_architect")
-    wait_done(reply, timeout=30_000)
+    wait_done(reply, timeout=scaled(30_000))
     expect(reply.locator(".msg-tools")).to_contain_text("remote__echo")
     expect(reply).to_contain_text("It answered: echo: harbour.")
 
@@ -77,6 +78,6 @@ def test_an_mcp_tool_and_a_workspace_file_used_by_a_role(
     )
     send(page, "@sound_designer what does scene.md say about the bell?")
     sound = bubble(page, "sound_designer")
-    wait_done(sound, timeout=30_000)
+    wait_done(sound, timeout=scaled(30_000))
     expect(sound.locator(".msg-tools")).to_contain_text(re.compile(r"read_file.*scene\.md"))
     expect(sound).to_contain_text("The bell rings twice.")

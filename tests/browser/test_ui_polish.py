@@ -17,6 +17,7 @@ from apps.chat.records.threads import thread_rename
 from bench.long_threads import thread_fill
 from tests.browser.test_group_chat import bubble, send, wait_done
 from tests.browser.test_live_chat import log_in
+from tests.deadlines import scaled
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 SIZES = [(1280, 800), (390, 844)]
@@ -173,7 +174,7 @@ def test_the_mcp_servers_page_is_spaced_and_reachable_on_a_phone(
     page.get_by_role("button", name="Add server").click()
     page.get_by_role("button", name="Test remote").click()
     chips = page.get_by_role("list", name="Tools")
-    expect(chips.get_by_role("listitem").first).to_be_visible(timeout=15_000)
+    expect(chips.get_by_role("listitem").first).to_be_visible(timeout=scaled(15_000))
     expect(chips).to_contain_text("echo (read-only)")
     test, delete = (
         page.get_by_role("button", name=f"{verb} remote") for verb in ("Test", "Delete")
