@@ -180,6 +180,8 @@ def _text(data: bytes, name: str, media_type: str) -> Sniffed:
         ) from None
     if "\x00" in text:
         raise Refused(f"“{name}” holds binary data, not text.")
+    if not text:
+        raise Refused(f"“{name}” is empty.")  # nothing but a byte-order mark
     return Sniffed(kind="text", media_type=media_type, data=text.encode())
 
 

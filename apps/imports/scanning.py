@@ -10,6 +10,7 @@ from typing import Any
 from apps.imports.layout import layout
 from apps.imports.sources.reading import LABELS, read_export
 
+EMPTY = "empty conversations (nothing in them to import)"
 LISTED = 200  # conversations listed by name in the preview; the rest are counted
 
 
@@ -35,6 +36,9 @@ def scan(
             continue
         found = entry.conversation
         formats[entry.format] += 1
+        if not found.messages:
+            skipped[EMPTY] += 1
+            continue
         if found.key in imported:
             totals["already"] += 1
             continue

@@ -329,6 +329,9 @@ def _run(job: ImportJob, report: dict[str, Any]) -> None:
             if entry.conversation is None or found.planned is None:
                 _broken(report, entry.position, entry.title, entry.broken)
                 continue
+            if not entry.conversation.messages:
+                report["empty"] = report.get("empty", 0) + 1  # said in the preview: skipped
+                continue
             try:
                 _import_one(job, entry.conversation, found.planned, entry.format, roles, report)
             except (DatabaseError, ValidationError, ValueError) as exc:

@@ -98,6 +98,7 @@ def test_a_big_photo_is_scaled_to_the_long_edge_and_under_the_per_image_limit():
     ("data", "name", "says"),
     [
         (b"", "empty.png", "is empty"),
+        (b"\xef\xbb\xbf", "bom-only.txt", "is empty"),
         (b'<svg xmlns="http://www.w3.org/2000/svg"><script>alert(1)</script></svg>', "x.svg",
          "export it as PNG"),
         (b'<?xml version="1.0"?>\n<svg onload="alert(1)"/>', "innocent.png", "export it as PNG"),
@@ -108,7 +109,7 @@ def test_a_big_photo_is_scaled_to_the_long_edge_and_under_the_per_image_limit():
         (image_bytes("PNG", size=(13_000, 2)), "strip.png", "13000 by 2 pixels"),
         (image_bytes("PNG")[:60], "cut.png", "damaged"),
     ],
-    ids=["empty", "svg", "svg-named-png", "exe", "utf16", "nul", "bad-pdf", "too-wide", "cut"],
+    ids=["empty", "bom-only", "svg", "svg-named-png", "exe", "utf16", "nul", "bad-pdf", "too-wide", "cut"],
 )  # fmt: skip
 def test_what_cannot_be_attached_is_refused_with_a_reason(data, name, says):
     with pytest.raises(Refused, match=says):

@@ -159,3 +159,81 @@ def test_hostile_fields_are_kept_as_text_nul_replaced_huge_cut(tmp_path):
         and len(found.messages[1].model) == 120
     )
     assert any("cut" in reason for reason in found.skipped)
+
+
+def claude_line(*texts: str) -> dict:
+    """A Claude conversation of one line, each message naming the one before as its parent."""
+    conversation = claude_conversation("9e0d1c2b-0000-4000-8000-000000000046")
+    messages, parent = [], "00000000-0000-4000-8000-000000000000"
+    for number, text in enumerate(texts):
+        uuid_ = f"m{number}"
+        messages.append({"uuid": uuid_, "text": text, "parent_message_uuid": parent,
+                         "sender": "human" if number % 2 == 0 else "assistant",
+                         "created_at": f"2024-06-01T09:0{number}:00.000000+00:00",
+                         "content": [{"type": "text", "text": text}],
+                         "attachments": [], "files": []})  # fmt: skip
+        parent = uuid_
+    conversation["chat_messages"] = messages
+    return conversation
+
+
+def test_an_empty_claude_message_does_not_split_its_conversation(tmp_path):
+    """A message of `[{"type": "text", "text": ""}]` is left out, and the next one takes its
+    parent: one line, no branch, starting where the person started."""
+    data = claude_line("Hello?", "Hi there.", "", "Are you still there?", "I am.")
+    data["model"] = "claude-3-5-sonnet-20241022"
+    found = only(write_json(tmp_path / "conversations.json", [data]))
+    assert lines(found) == [(None, None, ["Hello?", "Hi there.", "Are you still there?",
+                                          "I am."])]  # fmt: skip
+    assert layout(found).branches == 0 and found.skipped["empty messages"] == 1
+    assert found.messages[1].model == "claude-3-5-sonnet-20241022"  # the conversation's
+
+
+def test_a_single_open_webui_chat_without_its_wrapper_is_read(tmp_path):
+    """`{id, title, models, history}`: what Open WebUI's own Import takes."""
+    chat = openwebui_chat()["chat"]
+    chat["id"] = "a3f1c2d4-0000-4000-8000-0000000000bb"
+    found = only(write_json(tmp_path / "chat.json", chat))
+    assert found.key == "openwebui:a3f1c2d4-0000-4000-8000-0000000000bb"
+    assert [m.text for m in found.messages][:1] == ["Explain recursion"]
+
+
+def test_open_webui_reasoning_and_tool_calls_are_left_out_and_counted(tmp_path):
+    export = openwebui_chat()
+    answer = export["chat"]["history"]["messages"]["b1"]
+    answer["content"] = ('<details type="reasoning" done="true" duration="3">\n<summary>Thought '
+                         'for 3 seconds</summary>\n&gt; hmm\n</details>\n255')  # fmt: skip
+    other = export["chat"]["history"]["messages"]["b2"]
+    other["content"] = '<details type="reasoning">x</details>raw'
+    other["output"] = [{"type": "reasoning", "content": []},
+                       {"type": "message", "content": [{"type": "output_text",
+                                                        "text": "The clean answer."}]}]  # fmt: skip
+    found = only(write_json(tmp_path / "chats.json", [export]))
+    texts = {m.key: m.text for m in found.messages}
+    assert texts["b1"] == "255" and texts["b2"] == "The clean answer."
+    assert found.skipped["the model's private reasoning"] == 2
+
+
+def test_missing_times_come_from_the_neighbours_not_the_import(tmp_path):
+    export = librechat_export(nested=False)
+    for message in export["messages"][1:]:
+        del message["createdAt"]
+    del export["exportAt"]
+    found = only(write_json(tmp_path / "librechat.json", export))
+    times = {m.key: m.created_at for m in found.messages}
+    assert times["a"] == times["b"] == times["q"]  # their parent's
+    assert found.created_at == times["q"] and found.created_at.year == 2024
+    assert found.updated_at is not None and found.updated_at.year == 2024
+
+
+def test_empty_conversations_are_skipped_and_counted(tmp_path):
+    from apps.imports.scanning import scan
+
+    empty = claude_conversation("00000000-0000-4000-8000-0000000000e0")
+    empty["chat_messages"] = []
+    preview = scan(write_json(tmp_path / "conversations.json",
+                              [empty, claude_conversation()]), imported=set())  # fmt: skip
+    assert preview["conversations"] == 1
+    assert {"what": "empty conversations (nothing in them to import)", "count": 1} in (
+        preview["skipped"]
+    )

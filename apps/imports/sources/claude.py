@@ -14,9 +14,10 @@ from apps.imports.sources.common import (
     SourceConversation,
     SourceFile,
     SourceMessage,
+    clean_model,
     clean_text,
     clean_title,
-    in_tree_order,
+    keep_kept,
     timestamp,
 )
 
@@ -37,46 +38,52 @@ def conversation(
     if not isinstance(key, str) or not key:
         raise BrokenConversation("it has no uuid")
     skipped: Counter[str] = Counter()
-    messages: list[SourceMessage] = []
+    # Every message, kept or not, stays a node of the tree: the child of a dropped one (an
+    # empty message, a person who sent only a file) is re-parented to its nearest kept
+    # ancestor, not cut off as a new line.
+    nodes: list[tuple[str, str | None, SourceMessage | None]] = []
     previous: str | None = None
+    model = clean_model(item.get("model")) or MODEL
     for position, entry in enumerate(item.get("chat_messages") or []):
         if not isinstance(entry, dict):
             raise BrokenConversation(f"message {position + 1} is not an object")
-        sender = entry.get("sender")
-        if sender not in ("human", "assistant"):
-            skipped["messages from neither the person nor Claude"] += 1
-            continue
-        text = _text(entry, skipped)
-        attached = _attachments(entry, skipped)
         own_key = str(entry.get("uuid") or f"{key}#{position}")
         parent = entry.get("parent_message_uuid")
         parent = parent if isinstance(parent, str) and parent != ROOT else None
         if "parent_message_uuid" not in entry:
             parent = previous  # an older export: one line of messages
         previous = own_key
+        sender = entry.get("sender")
+        if sender not in ("human", "assistant"):
+            skipped["messages from neither the person nor Claude"] += 1
+            nodes.append((own_key, parent, None))
+            continue
+        text = _text(entry, skipped)
+        attached = _attachments(entry, skipped)
         if not text.strip() and not attached:
             skipped["empty messages"] += 1
+            nodes.append((own_key, parent, None))
             continue
-        messages.append(
-            SourceMessage(
-                key=own_key,
-                parent=parent,
-                speaker="user" if sender == "human" else "assistant",
-                text=text,
-                created_at=timestamp(entry.get("created_at")),
-                model=MODEL if sender == "assistant" else "",
-                files=attached,
-            )
-        )
+        nodes.append((own_key, parent, SourceMessage(
+            key=own_key, parent=parent, speaker="user" if sender == "human" else "assistant",
+            text=text, created_at=timestamp(entry.get("created_at")),
+            model=model if sender == "assistant" else "", files=attached,
+        )))  # fmt: skip
+    messages = keep_kept(nodes)
     return SourceConversation(
         key=f"{FORMAT}:{key}",
         title=clean_title(item.get("name")),
-        messages=in_tree_order(messages),
-        current=messages[-1].key if messages else None,
+        messages=messages,
+        current=_last_written(nodes),
         created_at=timestamp(item.get("created_at")),
         updated_at=timestamp(item.get("updated_at")),
         skipped=skipped,
     )
+
+
+def _last_written(nodes: list[tuple[str, str | None, SourceMessage | None]]) -> str | None:
+    """The last message the export lists that was kept: the line the person last saw."""
+    return next((key for key, _, message in reversed(nodes) if message is not None), None)
 
 
 def _text(entry: dict[str, Any], skipped: Counter[str]) -> str:

@@ -121,6 +121,28 @@ def stable_key(key: str) -> str:
     return content_key(key)
 
 
+def inherit_times(conversation: SourceConversation) -> None:
+    """Messages the source gave no time take their neighbours': the message before them in
+    the tree, else the next one that has a time, else the conversation's; the conversation
+    without times takes its messages' first and last. Nothing is invented: a conversation
+    with no time anywhere keeps none."""
+    messages = conversation.messages
+    by_key = {m.key: m for m in messages}
+    for message in messages:  # parents before children
+        if message.created_at is None:
+            parent = by_key.get(message.parent or "")
+            message.created_at = parent.created_at if parent else None
+    following = None
+    for message in reversed(messages):
+        if message.created_at is None:
+            message.created_at = following or conversation.created_at
+        following = message.created_at or following
+    times = [m.created_at for m in messages if m.created_at is not None]
+    if times:
+        conversation.created_at = conversation.created_at or min(times)
+        conversation.updated_at = conversation.updated_at or max(times)
+
+
 def content_key(*parts: str) -> str:
     """A key for a conversation its source gave no id: the same text makes the same key."""
     digest = hashlib.sha256()

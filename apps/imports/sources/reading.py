@@ -24,6 +24,7 @@ from apps.imports.sources.common import (
     SourceConversation,
     SourceFile,
     clean_title,
+    inherit_times,
     stable_key,
 )
 
@@ -293,4 +294,5 @@ def _entry(position: int, item: Any, files: Callable[[str], SourceFile | None]) 
         return Entry(position, format=source.FORMAT, title=title,
                      broken="its data nests too deep to read")  # fmt: skip
     found.key = stable_key(found.key)
+    inherit_times(found)
     return Entry(position, conversation=found, format=source.FORMAT, title=found.title)
