@@ -109,7 +109,8 @@ def test_a_big_photo_is_scaled_to_the_long_edge_and_under_the_per_image_limit():
         (image_bytes("PNG", size=(13_000, 2)), "strip.png", "13000 by 2 pixels"),
         (image_bytes("PNG")[:60], "cut.png", "damaged"),
     ],
-    ids=["empty", "bom-only", "svg", "svg-named-png", "exe", "utf16", "nul", "bad-pdf", "too-wide", "cut"],
+    ids=["empty", "bom-only", "svg", "svg-named-png", "exe", "utf16", "nul", "bad-pdf", "too-wide",
+         "cut"],
 )  # fmt: skip
 def test_what_cannot_be_attached_is_refused_with_a_reason(data, name, says):
     with pytest.raises(Refused, match=says):
