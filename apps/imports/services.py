@@ -245,7 +245,11 @@ def job_start(*, job: ImportJob, roles: dict[str, str]) -> ImportJob:
     if job.status != ImportStatus.READY:
         raise ValidationError(f"This import is {job.get_status_display().lower()}, not ready.")
     if not job.preview.get("conversations"):
-        raise ValidationError("Nothing new to import: every conversation in it is here already.")
+        if job.preview.get("already"):
+            raise ValidationError(
+                "Nothing new to import: every conversation in it is here already."
+            )
+        raise ValidationError("Nothing in it can be imported: see the conversations listed.")
     offered = set(roles_offered(job.owner).values_list("handle", flat=True))
     chosen = {}
     for voice in (v["name"] for v in job.preview.get("voices", [])):
@@ -372,6 +376,7 @@ def _import_one(
                     created_at=m.created_at,
                     model=m.model,
                     files=[(f.name, f.data) for f in m.files] if m.speaker == "user" else [],
+                    interrupted=m.interrupted,
                 )
                 for m in plan.messages
             ],

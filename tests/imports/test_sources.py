@@ -237,3 +237,51 @@ def test_empty_conversations_are_skipped_and_counted(tmp_path):
     assert {"what": "empty conversations (nothing in them to import)", "count": 1} in (
         preview["skipped"]
     )
+
+
+def test_chatgpt_citations_become_links_and_a_stopped_reply_stays_stopped(tmp_path):
+    from tests.imports.exports import chatgpt_node
+
+    text = (
+        "Lisbon has seven hills【3:0†source】 and trams.\ue200cite\ue202turn0search1\ue201 Sunny."
+    )
+    answer = chatgpt_node("a", "q", "assistant", text, at=1_700_000_001.0, model="gpt-4o")
+    start = text.index("【")
+    answer["message"]["metadata"]["citations"] = [
+        {"start_ix": start, "end_ix": text.index("】") + 1,
+         "metadata": {"title": "Hills of Lisbon", "url": "https://example.org/hills"}},
+    ]  # fmt: skip
+    answer["message"]["metadata"]["finish_details"] = {"type": "interrupted"}
+    nodes = [chatgpt_node("root", None, None, "", at=None, children=["q"]),
+             chatgpt_node("q", "root", "user", "Tell me about Lisbon", at=1_700_000_000.0,
+                          children=["a"]), answer]  # fmt: skip
+    data = {"title": "Lisbon", "mapping": {n["id"]: n for n in nodes}, "current_node": "a",
+            "conversation_id": "c-cite", "id": "c-cite"}  # fmt: skip
+    found = only(write_json(tmp_path / "conversations.json", [data]))
+    reply = found.messages[-1]
+    assert reply.text == (
+        "Lisbon has seven hills [Hills of Lisbon](https://example.org/hills) and trams. Sunny."
+    )
+    assert found.skipped["citation markers whose source the export does not hold"] == 1
+    assert reply.interrupted and not found.messages[0].interrupted
+
+
+def test_claude_files_whose_text_is_kept_are_not_called_left_out(tmp_path):
+    conversation = claude_conversation()
+    conversation["chat_messages"][0]["files"] = [{"file_name": "notes.txt"},
+                                                 {"file_name": "photo.jpg"}]  # fmt: skip
+    found = only(write_json(tmp_path / "conversations.json", [conversation]))
+    assert (
+        dict(found.skipped).get(
+            "files Claude's export holds only the names of (pictures, documents)"
+        )
+        == 1
+    )
+    assert [f.name for f in found.messages[0].files] == ["notes.txt"]
+
+
+def test_a_librechat_chats_instructions_are_counted_as_left_out(tmp_path):
+    export = librechat_export()
+    export["options"] = {"model": "gpt-4o", "promptPrefix": "You are a pirate."}
+    found = only(write_json(tmp_path / "librechat.json", export))
+    assert found.skipped["the chat's instructions (set them as the session's persona)"] == 1

@@ -37,6 +37,7 @@ class ImportedMessage:
     created_at: datetime | None = None
     model: str = ""
     files: list[tuple[str, bytes]] = field(default_factory=list)  # (name, bytes), the person's
+    interrupted: bool = False  # a reply stopped before its end (shown as stopped)
 
 
 @dataclass
@@ -118,7 +119,7 @@ def _write_messages(
                 speaker=m.speaker,
                 author=owner if m.speaker == USER_SPEAKER else None,
                 kind=MessageKind.CHAT,
-                status=MessageStatus.DONE,
+                status=MessageStatus.INTERRUPTED if m.interrupted else MessageStatus.DONE,
                 content=[{"type": "text", "text": storable(m.text)}] if m.text else [],
                 model=m.model[:120],
             )

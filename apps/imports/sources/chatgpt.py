@@ -5,6 +5,7 @@ after their `file-service://` pointer."""
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from collections.abc import Callable
 from typing import Any
@@ -100,6 +101,10 @@ def _message(
     text, attached = _text_of(content, files, skipped)
     if not text.strip() and not attached:
         return None  # an empty placeholder ChatGPT keeps between tool steps
+    if role == "assistant":
+        text = _with_citations(text, metadata, skipped)
+    finish = metadata.get("finish_details")
+    interrupted = isinstance(finish, dict) and finish.get("type") == "interrupted"
     return SourceMessage(
         key="",  # the node's, and its parent, are set by keep_kept
         parent=None,
@@ -108,7 +113,48 @@ def _message(
         created_at=timestamp(message.get("create_time")),
         model=clean_model(metadata.get("model_slug")) if role == "assistant" else "",
         files=attached,
+        interrupted=interrupted,
     )
+
+
+# A citation ChatGPT leaves in the text, 【3:0†source】 or a private-use form, where the
+# source stands in the message's metadata.
+MARKER = re.compile(r"【[^】]{0,80}】|\ue200cite\ue202[^\ue201]{0,200}\ue201")
+
+
+def _with_citations(text: str, metadata: dict[str, Any], skipped: Counter[str]) -> str:
+    """Each citation marker as a link to its source (`metadata.citations` by position,
+    `metadata.content_references` by the marker's text); a marker whose source the export
+    does not hold is taken out, and counted."""
+    spans = []
+    for citation in metadata.get("citations") or []:
+        if not isinstance(citation, dict):
+            continue
+        start, end = citation.get("start_ix"), citation.get("end_ix")
+        source = citation.get("metadata") if isinstance(citation.get("metadata"), dict) else {}
+        if isinstance(start, int) and isinstance(end, int) and 0 <= start < end <= len(text):
+            spans.append((start, end, _link(source.get("title"), source.get("url"))))
+    for start, end, link in sorted(spans, reverse=True):
+        text = text[:start] + link + text[end:]
+    for reference in metadata.get("content_references") or []:
+        if not isinstance(reference, dict) or not isinstance(reference.get("matched_text"), str):
+            continue
+        items = [i for i in reference.get("items") or [] if isinstance(i, dict)]
+        links = "".join(_link(i.get("title"), i.get("url")) for i in items)
+        if reference["matched_text"] and links:
+            text = text.replace(reference["matched_text"], links)
+    left = len(MARKER.findall(text))
+    if left:
+        skipped["citation markers whose source the export does not hold"] += left
+        text = MARKER.sub("", text)
+    return text
+
+
+def _link(title: Any, url: Any) -> str:
+    if not isinstance(url, str) or not url.startswith(("https://", "http://")):
+        return ""
+    label = " ".join(str(title or "").split())[:80].replace("[", "(").replace("]", ")")
+    return f" [{label or url}]({url.replace(')', '%29').replace(' ', '%20')})"
 
 
 def _text_of(

@@ -117,7 +117,14 @@ def _attachments(entry: dict[str, Any], skipped: Counter[str]) -> list[SourceFil
             attached.append(SourceFile(name=name, data=clean_text(extracted).encode()))
         else:
             skipped["attachments the export holds no content of"] += 1
-    files = [f for f in entry.get("files") or [] if isinstance(f, dict)]
-    if files:
-        skipped["images (Claude's export holds only their names)"] += len(files)
+    # `files` names every file sent, those whose text is kept above too.
+    kept = {a.name for a in attached} | {
+        str(a.get("file_name")) for a in entry.get("attachments") or [] if isinstance(a, dict)
+    }
+    names = [f.get("file_name") for f in entry.get("files") or [] if isinstance(f, dict)]
+    missing = [name for name in names if name not in kept]
+    if missing:
+        skipped["files Claude's export holds only the names of (pictures, documents)"] += len(
+            missing
+        )
     return attached

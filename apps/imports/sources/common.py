@@ -48,6 +48,7 @@ class SourceMessage:
     # Who answered, as the source names them: a role's handle in Parley's export, else the
     # model. Each voice goes to one role, chosen in the preview.
     voice: str = ""
+    interrupted: bool = False  # a reply the person stopped: it comes in as stopped
 
     @property
     def speaks_as(self) -> str:

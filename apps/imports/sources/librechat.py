@@ -40,6 +40,9 @@ def conversation(
     options: dict[str, Any] = given if isinstance(given, dict) else {}
     default_model = clean_model(options.get("model") or item.get("model") or item.get("endpoint"))
     skipped: Counter[str] = Counter()
+    if any(isinstance(v, str) and v.strip() for v in (options.get("promptPrefix"),
+                                                       item.get("promptPrefix"))):  # fmt: skip
+        skipped["the chat's instructions (set them as the session's persona)"] += 1
     messages = []
     for entry, parent in _walk(item["messages"]):
         text = _text(entry, skipped)
