@@ -131,7 +131,8 @@ def _with_citations(text: str, metadata: dict[str, Any], skipped: Counter[str]) 
         if not isinstance(citation, dict):
             continue
         start, end = citation.get("start_ix"), citation.get("end_ix")
-        source = citation.get("metadata") if isinstance(citation.get("metadata"), dict) else {}
+        given = citation.get("metadata")
+        source: dict[str, Any] = given if isinstance(given, dict) else {}
         if isinstance(start, int) and isinstance(end, int) and 0 <= start < end <= len(text):
             spans.append((start, end, _link(source.get("title"), source.get("url"))))
     for start, end, link in sorted(spans, reverse=True):
