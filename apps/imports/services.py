@@ -292,7 +292,8 @@ def jobs_sweep() -> int:
     return ended
 
 
-STALE_AFTER = timedelta(minutes=2)
+STALE_AFTER = timedelta(minutes=5)  # a heartbeat comes every second or so; one conversation
+# of 100,000 messages may take a minute to write
 
 
 def job_run(job: ImportJob) -> None:

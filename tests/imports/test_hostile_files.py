@@ -242,7 +242,7 @@ def test_a_redelivered_task_is_failed_not_run_again(alice):
 def test_a_sweep_ends_jobs_whose_worker_stopped_beating(alice):
     stale = job_for(alice, b"[]")
     alive = job_for(alice, b"[]")
-    ImportJob.objects.filter(pk=stale.pk).update(heartbeat_at=timezone.now() - timedelta(minutes=3))
+    ImportJob.objects.filter(pk=stale.pk).update(heartbeat_at=timezone.now() - timedelta(minutes=6))
     ImportJob.objects.filter(pk=alive.pk).update(heartbeat_at=timezone.now())
     assert services.jobs_sweep() == 1
     assert ImportJob.objects.get(pk=stale.pk).status == ImportStatus.FAILED
