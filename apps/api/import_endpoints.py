@@ -36,9 +36,9 @@ def _job(request, import_id: UUID) -> ImportJob:
 
 @router.post("/imports", response={202: ImportOut, **ERRORS, 422: Error}, summary="Send an export")
 def create_import(request, file: UploadedFile = File(...)):  # noqa: B008
-    """A ChatGPT, Claude, Open WebUI, LibreChat or Parley export (`.zip` or `.json`) as the
-    multipart `file`. It is read in the background: poll the import until its status is
-    `ready`, read its `preview`, then start it."""
+    """A ChatGPT, Claude, Open WebUI, LibreChat, Chatbot UI or Parley export (`.zip` or
+    `.json`) as the multipart `file`. It is read in the background: poll the import until its
+    status is `ready`, read its `preview`, then start it."""
     require_post_scope(request)
     try:
         job = services.job_create(owner=request.user, name=file.name or "export", upload=file)

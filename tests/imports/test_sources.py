@@ -285,3 +285,44 @@ def test_a_librechat_chats_instructions_are_counted_as_left_out(tmp_path):
     export["options"] = {"model": "gpt-4o", "promptPrefix": "You are a pirate."}
     found = only(write_json(tmp_path / "librechat.json", export))
     assert found.skipped["the chat's instructions (set them as the session's persona)"] == 1
+
+
+def test_claudes_old_markup_is_read_as_what_it_holds(tmp_path):
+    """`<antThinking>` is Claude's private reasoning (left out, counted); an `<antArtifact>`
+    is its content: code fenced under its title, a document as itself."""
+    conversation = claude_conversation()
+    reply = conversation["chat_messages"][1]
+    reply["content"] = [{"type": "text", "text": (
+        "<antThinking>A script would help here.</antThinking>\nHere it is:\n\n"
+        '<antArtifact identifier="rain" type="application/vnd.ant.code" language="python" '
+        'title="Rain counter">\nprint("drip")\n</antArtifact>\n\n'
+        '<antArtifact identifier="poem" type="text/markdown" title="Poem">\n# Rain\n'
+        "</antArtifact>"
+    )}]  # fmt: skip
+    found = only(write_json(tmp_path / "conversations.json", [conversation]))
+    assert found.messages[1].text == (
+        'Here it is:\n\n**Rain counter**\n\n```python\nprint("drip")\n```\n\n**Poem**\n\n# Rain'
+    )
+    assert found.skipped["Claude's private reasoning"] == 1
+
+
+def chatbot_ui_conversation(number: int) -> dict:
+    return {"id": f"cbui-{number}", "name": f"Chat {number}", "folderId": None,
+            "model": {"id": "gpt-4", "name": "GPT-4", "maxLength": 24000, "tokenLimit": 8000},
+            "prompt": "You are a helpful assistant.", "temperature": 1,
+            "messages": [{"role": "user", "content": f"Question {number}"},
+                         {"role": "assistant", "content": f"Answer {number}"}]}  # fmt: skip
+
+
+@pytest.mark.parametrize("shape", ["version 4", "a list (older)"])
+def test_a_chatbot_ui_export_is_read(tmp_path, shape):
+    conversations = [chatbot_ui_conversation(1), chatbot_ui_conversation(2)]
+    document = ({"version": 4, "history": conversations, "folders": [], "prompts": []}
+                if shape == "version 4" else conversations)  # fmt: skip
+    entries = list(read_export(write_json(tmp_path / "chatbot_ui_history.json", document)))
+    assert [e.format for e in entries] == ["chatbotui", "chatbotui"]
+    first = entries[0].conversation
+    assert first is not None and first.key == "chatbotui:cbui-1" and first.title == "Chat 1"
+    assert lines(first) == [(None, None, ["Question 1", "Answer 1"])]
+    assert first.voices == ["gpt-4"]
+    assert first.skipped["the chat's instructions (set them as the session's persona)"] == 1

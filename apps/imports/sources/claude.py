@@ -5,6 +5,7 @@ the text Claude read from them (`extracted_content`); the export holds no image 
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from collections.abc import Callable
 from typing import Any
@@ -100,8 +101,42 @@ def _text(entry: dict[str, Any], skipped: Counter[str]) -> str:
             elif part.get("type") in ("tool_use", "tool_result"):
                 skipped["tool calls and their results"] += 1
         if texts:
-            return clean_text("\n\n".join(texts), skipped)
-    return clean_text(entry.get("text"), skipped)
+            return clean_text(_unmarked("\n\n".join(texts), skipped), skipped)
+    text = entry.get("text")
+    return clean_text(_unmarked(text, skipped) if isinstance(text, str) else text, skipped)
+
+
+# Older Claude exports keep the model's scratchpad and its artifacts as markup in the text.
+THINKING = re.compile(r"<antThinking>.*?</antThinking>\s*", re.DOTALL)
+ARTIFACT = re.compile(r"<antArtifact\b([^>]*)>(.*?)</antArtifact>", re.DOTALL)
+ATTRIBUTE = re.compile(r'(\w+)="([^"]*)"')
+LANGUAGES = {"text/html": "html", "image/svg+xml": "svg", "application/vnd.ant.react": "jsx",
+             "application/vnd.ant.mermaid": "mermaid"}  # fmt: skip
+
+
+def _unmarked(text: str, skipped: Counter[str]) -> str:
+    """The text without `<antThinking>` (Claude's private reasoning: left out, counted), each
+    `<antArtifact>` as what it holds: code in a fenced block under its title, a document as
+    itself."""
+    if "<ant" not in text:
+        return text
+    thoughts = len(THINKING.findall(text))
+    if thoughts:
+        skipped["Claude's private reasoning"] += thoughts
+        text = THINKING.sub("", text)
+
+    def artifact(match: re.Match[str]) -> str:
+        attributes = dict(ATTRIBUTE.findall(match[1]))
+        title, body = attributes.get("title", "").strip(), match[2].strip("\n")
+        kind, language = attributes.get("type", ""), attributes.get("language", "")
+        heading = f"**{title}**\n\n" if title else ""
+        if kind == "text/markdown":
+            return heading + body
+        fence = "````" if "```" in body else "```"
+        info = language or LANGUAGES.get(kind, "")
+        return f"{heading}{fence}{info}\n{body}\n{fence}"
+
+    return ARTIFACT.sub(artifact, text)
 
 
 def _attachments(entry: dict[str, Any], skipped: Counter[str]) -> list[SourceFile]:

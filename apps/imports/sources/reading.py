@@ -17,7 +17,7 @@ from typing import IO, Any
 import ijson
 from ijson.common import ObjectBuilder
 
-from apps.imports.sources import chatgpt, claude, librechat, openwebui, parley
+from apps.imports.sources import chatbotui, chatgpt, claude, librechat, openwebui, parley
 from apps.imports.sources.common import (
     MAX_ATTACHMENT_BYTES,
     BrokenConversation,
@@ -28,7 +28,7 @@ from apps.imports.sources.common import (
     stable_key,
 )
 
-SOURCES = (chatgpt, claude, openwebui, librechat, parley)
+SOURCES = (chatgpt, claude, openwebui, librechat, parley, chatbotui)
 LABELS = {source.FORMAT: source.LABEL for source in SOURCES}
 # A file that is one JSON object (not a list) is read whole: LibreChat's and Parley's exports
 # hold one conversation each.
@@ -201,7 +201,9 @@ def _entries(
         data = _read_up_to(rewound, MAX_SINGLE_OBJECT_BYTES + 1)
         if len(data) > MAX_SINGLE_OBJECT_BYTES:
             raise UnreadableFile("A single conversation over 64 MB is more than Parley imports.")
-        items = iter([_loads(data)])
+        document = _loads(data)
+        # Chatbot UI's export is one object that lists its conversations.
+        items = iter(document["history"] if chatbotui.is_export(document) else [document])
     else:
         raise UnreadableFile("This is not a JSON export (nor a .zip holding one).")
     position = 0
