@@ -45,6 +45,14 @@ class Card:
     picture: bytes = b""  # re-encoded PNG, or empty
     colour: str = ""  # a card Parley wrote: the role's own
     icon: str = ""
+    # A card Parley wrote: how the role takes part (its output rules, whether it answers
+    # last, whether it may use write tools) comes back as it was.
+    output_rules: str = ""
+    answers_last: bool = False
+    can_write: bool = False
+    # Other applications' extensions, kept as they came and written back on export (the V2
+    # spec: an editor must not destroy what it does not understand).
+    extensions: dict[str, Any] = field(default_factory=dict)
 
 
 def read_card(data: bytes, filename: str) -> Card:
@@ -80,7 +88,8 @@ def read_card(data: bytes, filename: str) -> Card:
     if not picture:
         picture = _asset_icon(fields.get("assets"), filename)
     kept = {key: _kept(fields.get(key)) for key in KEPT if fields.get(key) not in (None, "", [])}
-    own = _mapping(_mapping(fields.get("extensions")).get("parley"))
+    extensions = _mapping(fields.get("extensions"))
+    own = _mapping(extensions.get("parley"))
     colour = _text(own.get("colour"))
     return Card(
         name=name,
@@ -92,6 +101,10 @@ def read_card(data: bytes, filename: str) -> Card:
         picture=picture,
         colour=colour if re.fullmatch(r"#[0-9a-fA-F]{6}", colour) else "",
         icon=_text(own.get("icon"))[:8],
+        output_rules=_text(own.get("output_rules")),
+        answers_last=own.get("answers_last") is True,
+        can_write=own.get("can_write") is True,
+        extensions={key: value for key, value in extensions.items() if key != "parley"},
     )
 
 
@@ -117,10 +130,12 @@ def card_document(role: Role) -> dict[str, Any]:
         "nickname": kept.get("nickname", ""),
         "assets": [{"type": "icon", "uri": "ccdefault:", "name": "main", "ext": "png"}],
         "extensions": {
+            **((role.card or {}).get("extensions") or {}),  # other applications', as they came
             "parley": {
                 "handle": role.handle, "persona": role.persona, "colour": role.colour,
                 "icon": role.icon, "output_rules": role.output_rules,
-            }
+                "answers_last": role.answers_last, "can_write": role.can_write,
+            },
         },
     }  # fmt: skip
     return {"spec": "chara_card_v3", "spec_version": "3.0", "data": data}

@@ -109,7 +109,10 @@ def role_from_card(*, owner, card: Card, pack: str = "") -> Role:
         icon=card.icon or (card.name[:1].upper() if card.name[:1].isalpha() else "✦"),
         avatar=avatar_path,
         pack=pack,
-        card={"character": card.kept},
+        output_rules=card.output_rules,
+        answers_last=card.answers_last,
+        can_write=card.can_write,
+        card={"character": card.kept, "extensions": card.extensions},
     )
 
 

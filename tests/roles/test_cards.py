@@ -211,3 +211,33 @@ def test_a_cards_short_description_has_its_placeholders_filled(alice, alice_clie
     assert Role.objects.get(handle="seraphina").description == (
         "Seraphina is a guardian of the forest glade."
     )
+
+
+SAME = ("display_name", "description", "persona", "colour", "icon", "output_rules",
+        "answers_last", "can_write", "notes")  # fmt: skip
+
+
+def test_every_shipped_role_exports_and_imports_back_the_same(alice, alice_client, roles):
+    """Each role Parley ships, taken out as a card and brought back by a person: the same
+    role, but for its handle (each person's is their own) and its owner."""
+    shipped = list(Role.objects.filter(owner__isnull=True))
+    assert len(shipped) >= 6
+    for role in shipped:
+        card = alice_client.get(f"/roles/{role.handle}/card.png")
+        response = import_cards(alice_client, (f"{role.handle}.png", card.content))
+        assert response.status_code == 200, response.content[:300]
+        again = Role.objects.filter(owner=alice).latest("pk")
+        assert {f: getattr(again, f) for f in SAME} == {f: getattr(role, f) for f in SAME}, (
+            role.handle
+        )
+
+
+def test_other_applications_extensions_survive_import_and_export(alice, alice_client):
+    card = v3(V2)
+    card["data"]["extensions"] = {"talkativeness": "0.5", "fav": True, "world": "Glade",
+                                  "depth_prompt": {"prompt": "Stay kind.", "depth": 4}}  # fmt: skip
+    import_cards(alice_client, ("seraphina.json", json.dumps(card).encode()))
+    role = Role.objects.get(owner=alice, display_name="Seraphina")
+    exported = json.loads(alice_client.get(f"/roles/{role.handle}/card.json").content)
+    extensions = exported["data"]["extensions"]
+    assert {k: v for k, v in extensions.items() if k != "parley"} == card["data"]["extensions"]
