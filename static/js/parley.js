@@ -566,6 +566,10 @@
     const opener = evt.target.closest("[data-opens]");
     if (opener) {
       const dialog = document.getElementById(opener.dataset.opens);
+      // A dialog whose body is fetched shows no earlier copy while it loads: a Save pressed
+      // on that copy would be answered, then overwritten by the fresh form.
+      const body = opener.getAttribute("hx-get") && document.querySelector(opener.getAttribute("hx-target"));
+      if (body && dialog && !dialog.open) body.innerHTML = '<p class="muted" role="status">Loading…</p>';
       if (dialog && !dialog.open) dialog.showModal();
     }
     const closer = evt.target.closest("[data-closes]");
