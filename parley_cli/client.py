@@ -132,6 +132,8 @@ class ThreadState:
         reply.data = data
         if live is not None:
             reply.text, reply.seq = live["text"], live["seq"]
+            if data["status"] == "queued" and live["seq"]:
+                reply.data = {**data, "status": "streaming"}
         else:
             reply.text = data["text"]
         return reply
@@ -150,6 +152,8 @@ class ThreadState:
                 return None
             reply.text += data["text"]
             reply.seq = data["seq"]
+            if reply.status == "queued":  # its text is arriving: it streams, whatever came first
+                reply.data = {**reply.data, "status": "streaming"}
             return reply
         return None
 

@@ -139,7 +139,7 @@ def test_interrupt_stops_every_call_mid_stream_and_cancels_auto_rounds(
         message="the four never started streaming",
     )
     # The DB checkpoint lags; wait until the live tails are visibly growing in every call.
-    wait_until(lambda: len(emulator.requests) == 4)
+    wait_until(lambda: set(requests_by_role(emulator)) >= set(FOUR))
     thread_interrupt(thread=council)
     replies = wait_settled(posted.replies, timeout=5)
     by_speaker = {r.speaker: r for r in replies}

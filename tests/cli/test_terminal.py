@@ -13,6 +13,7 @@ from django.db import connection
 from django.test import Client
 from django.urls import reverse
 from textual.containers import Horizontal
+from textual.widgets import Static
 
 from apps.api.tokens import token_create
 from apps.chat.models import Message, MessageStatus
@@ -138,6 +139,7 @@ def test_esc_stops_the_replies(alice, alice_thread, config, slow_demo):
                 lambda: any(p.reply.status == "streaming" and p.reply.text
                             for p in app.panels.values())
             )  # fmt: skip
+            assert "1 streaming" in str(app.screen.query_one("#status", Static).content)
             await pilot.press("escape")
             await wait_for(lambda: any(p.reply.status == "interrupted"
                                        for p in app.panels.values()))  # fmt: skip
