@@ -32,11 +32,19 @@ from apps.api.schemas import (
     ThreadOut,
     ThreadStatus,
 )
-from apps.chat.access import Need, reach, rooms_for_user, visible_to
+from apps.chat.access import Need, reach, rooms_for_user, session_roles_by_handle, visible_to
 from apps.chat.council import posting, replies
 from apps.chat.council.commands import command_list
 from apps.chat.display.files import attachment_response
-from apps.chat.models import Attachment, Message, MessageStatus, Stage, Thread, speaker_name
+from apps.chat.models import (
+    Attachment,
+    Message,
+    MessageStatus,
+    Session,
+    Stage,
+    Thread,
+    speaker_name,
+)
 from apps.chat.records import sessions, threads
 from apps.chat.records.attachments import MAX_FILES_AT_ONCE, attachment_add, attachment_discard
 from apps.chat.selectors import (
@@ -49,7 +57,7 @@ from apps.chat.selectors import (
     threads_for_user,
 )
 from apps.roles.models import Role
-from apps.roles.selectors import roles_by_handle, roles_offered
+from apps.roles.selectors import roles_offered
 
 router = Router()
 PAGE_LIMIT = 200
@@ -102,8 +110,8 @@ def attachment_out(attachment: Attachment) -> AttachmentOut:
     )  # fmt: skip
 
 
-def messages_out(messages: list[Message]) -> list[MessageOut]:
-    roles = roles_by_handle({message.speaker for message in messages})
+def messages_out(messages: list[Message], *, session: Session) -> list[MessageOut]:
+    roles = session_roles_by_handle(session, {message.speaker for message in messages})
     prefetch_related_objects([m for m in messages if m.is_user], "attachments")
     return [message_out(message, roles) for message in messages]
 
@@ -250,7 +258,9 @@ def list_messages(request, thread_id: UUID, page: Query[PageQuery]):
     )
     more = len(rows) > page.limit
     rows = rows[: page.limit]
-    return MessagePage(items=messages_out(rows), next_after=rows[-1].seq if more else None)
+    return MessagePage(
+        items=messages_out(rows, session=thread.session), next_after=rows[-1].seq if more else None
+    )
 
 
 @router.post(
@@ -282,9 +292,13 @@ def post_message(request, thread_id: UUID, body: PostIn):
     return Status(
         201,
         PostOut(
-            message=messages_out([posted.user_message])[0] if posted.user_message else None,
-            replies=messages_out(posted.replies),
-            notices=messages_out(posted.notices),
+            message=(
+                messages_out([posted.user_message], session=thread.session)[0]
+                if posted.user_message
+                else None
+            ),
+            replies=messages_out(posted.replies, session=thread.session),
+            notices=messages_out(posted.notices, session=thread.session),
             queued=posted.queued is not None,
             thread=(posted.redirect_to or thread).public_id,
         ),
@@ -312,7 +326,7 @@ def _rerun(request, message_id: UUID, *, failed_only: bool) -> MessageOut:
         over_budget = getattr(exc, "code", None) == "budget"
         status = 429 if over_budget else 409
         raise Refused(status, " ".join(exc.messages), "message_id") from None
-    return messages_out([rerun])[0]
+    return messages_out([rerun], session=message.thread.session)[0]
 
 
 @router.post(

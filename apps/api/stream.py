@@ -114,7 +114,9 @@ class ThreadStream:
         from apps.api.endpoints import messages_out
 
         rows = self._messages(ids)
-        return rows, [item.model_dump(mode="json") for item in messages_out(rows)]
+        return rows, [
+            item.model_dump(mode="json") for item in messages_out(rows, session=self.thread.session)
+        ]
 
     async def messages(self, ids: list[str] | None, redis) -> list[dict]:
         """The messages (None: those in flight and the latest) as JSON, each live one with

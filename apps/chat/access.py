@@ -22,8 +22,10 @@ from django.db.models import Model, OuterRef, Q, QuerySet, Subquery, Value
 from django.db.models.functions import Coalesce
 from django.http import Http404
 
-from apps.chat.models import Membership, Message, RoomRole, Session, person_name
+from apps.chat.models import Membership, Message, RoomRole, Session, SessionRole, person_name
+from apps.roles.models import Role
 from apps.roles.routing import mentions
+from apps.roles.selectors import roles_by_handle
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -149,3 +151,13 @@ def mentioned_people(*, session: Session, text: str) -> set[int]:
         if re.search(rf"(?<![\w@.]){re.escape(name)}(?![\w@])", text, re.I):
             found.add(person.pk)
     return found
+
+
+def session_roles_by_handle(session: Session, handles: set[str] | None) -> dict[str, Role]:
+    """The roles these handles (None: any) name in `session` (its roster, its owner's,
+    everyone's): how a speaker or an addressee is shown, never a lookup among all people's
+    roles."""
+    if handles is not None and not handles:
+        return {}
+    roster = SessionRole.objects.filter(session_id=session.pk).values("role_id")
+    return roles_by_handle(handles, owner_id=session.owner_id, roster=roster)

@@ -15,9 +15,8 @@ from django.db.models import Func, Q, QuerySet, TextField
 from django.utils.html import escape
 from django.utils.safestring import SafeString, mark_safe
 
-from apps.chat.access import visible_to
+from apps.chat.access import session_roles_by_handle, visible_to
 from apps.chat.models import Attachment, Message, Session, speaker_name
-from apps.roles.selectors import roles_by_handle
 
 MAX_RESULTS = 50
 SNIPPET_CHARS = 160
@@ -81,13 +80,20 @@ def search_messages(messages: QuerySet[Message], *, query: str) -> list[SearchHi
                 found.append(message)
                 if len(found) == MAX_RESULTS:
                     break
-    roles = roles_by_handle({message.speaker for message in found})
+    sessions = {message.thread.session_id: message.thread.session for message in found}
+    roles = {
+        (session_id, handle): role
+        for session_id, session in sessions.items()
+        for handle, role in session_roles_by_handle(
+            session, {m.speaker for m in found if m.thread.session_id == session_id}
+        ).items()
+    }  # one query per session found (at most MAX_RESULTS)
     names = _names_matching([message.pk for message in found], terms)
     return [
         SearchHit(
             message,
             snippet(" ".join([*names.get(message.pk, []), message.text]), terms),
-            speaker_name(message, roles.get(message.speaker)),
+            speaker_name(message, roles.get((message.thread.session_id, message.speaker))),
         )
         for message in found
     ]

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 from django.conf import settings
 from django.db.models import Max, Q, QuerySet, Value
 
-from apps.chat.access import Need, session_q, visible_to
+from apps.chat.access import Need, session_q, session_roles_by_handle, visible_to
 from apps.chat.models import (
     IN_FLIGHT,
     Attachment,
@@ -219,7 +219,9 @@ def inherited_messages(*, thread: Thread, user=None) -> list[Message]:
 def speaker_names(*, session: Session) -> dict[str, str]:
     """How each speaker is named in a transcript: roles by display name, the person as 'User'
     (the owner's name would leak into every request and break sharing between users)."""
-    names = dict(Role.objects.values_list("handle", "display_name"))
+    names = {
+        handle: role.display_name for handle, role in session_roles_by_handle(session, None).items()
+    }
     names["user"] = "User"
     return names
 

@@ -1,6 +1,8 @@
 from django.conf import settings
+from django.core.exceptions import ValidationError
 from django.core.validators import RegexValidator
 from django.db import models
+from django.db.models import Q
 
 handle_validator = RegexValidator(
     r"^[a-z][a-z0-9_-]{0,39}$",
@@ -10,9 +12,13 @@ colour_validator = RegexValidator(r"^#[0-9a-fA-F]{6}$", "Use a hex colour such a
 
 
 class Role(models.Model):
-    """A participant of the group chat, addressed as @handle."""
+    """A participant of the group chat, addressed as @handle.
 
-    handle = models.CharField(max_length=40, unique=True, validators=[handle_validator])
+    A handle is unique among everyone's roles and among one person's own, and a person's own
+    never takes a handle of everyone's: the roles one person may use never share a handle,
+    and no person's handle says what another person's private roles are called."""
+
+    handle = models.CharField(max_length=40, db_index=True, validators=[handle_validator])
     display_name = models.CharField(max_length=80)
     description = models.CharField(max_length=200, blank=True)
     persona = models.TextField(blank=True, help_text="The role's own instructions and voice.")
@@ -50,9 +56,24 @@ class Role(models.Model):
 
     class Meta:
         ordering = ["sort_order", "handle"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["handle"], condition=Q(owner__isnull=True), name="role_handle_everyones"
+            ),
+            models.UniqueConstraint(fields=["owner", "handle"], name="role_handle_per_owner"),
+        ]
 
     def __str__(self) -> str:
         return f"@{self.handle}"
+
+    def clean(self) -> None:
+        """Everyone's roles and a person's own never share a handle (a person's sessions
+        address both); a clash with anyone's own role is named to staff only (the admin)."""
+        clashes = Role.objects.filter(handle=self.handle).exclude(pk=self.pk)
+        if self.owner_id is not None:
+            clashes = clashes.filter(Q(owner__isnull=True) | Q(owner_id=self.owner_id))
+        if clashes.exists() or RoleGroup.objects.filter(handle=self.handle).exists():
+            raise ValidationError({"handle": f"@{self.handle} is taken."})
 
 
 class RoleGroup(models.Model):

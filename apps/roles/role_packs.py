@@ -131,10 +131,12 @@ def apply_pack(data: dict, *, Role, RoleGroup) -> PackReport:
     report = PackReport(pack=slug)
     # A data migration passes a historical model, which may predate some fields.
     known_fields = {f.name for f in Role._meta.get_fields()}
+    # A pack's roles are everyone's: a person's own role of the same handle is not one of them.
+    everyones = Role.objects.filter(owner__isnull=True) if "owner" in known_fields else Role.objects
     for spec in data["roles"]:
         values = {k: v for k, v in spec.items() if k != "handle" and k in known_fields}
         values["pack"] = slug
-        role = Role.objects.filter(handle=spec["handle"]).first()
+        role = everyones.filter(handle=spec["handle"]).first()
         if role is None:
             role = Role(handle=spec["handle"], **values)
             report.created.append(role.handle)
@@ -174,5 +176,5 @@ def apply_pack(data: dict, *, Role, RoleGroup) -> PackReport:
             group.display_name, group.pack = name, slug
             group.save()
             report.updated.append(group.handle)
-        group.members.set(Role.objects.filter(handle__in=members))
+        group.members.set(everyones.filter(handle__in=members))
     return report

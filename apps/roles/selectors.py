@@ -3,17 +3,26 @@
 from __future__ import annotations
 
 from django.conf import settings
-from django.db.models import Q, QuerySet
+from django.db.models import Case, Q, QuerySet, When
 
 from apps.roles.models import Role, RoleGroup
 
 
-def roles_by_handle(handles: set[str] | None = None) -> dict[str, Role]:
-    """Roles keyed by handle, optionally limited to `handles` (one query)."""
-    queryset = Role.objects.all()
-    if handles is not None:
-        queryset = queryset.filter(handle__in=handles)
-    return {role.handle: role for role in queryset}
+def roles_by_handle(
+    handles: set[str] | None, *, owner_id: int, roster: QuerySet
+) -> dict[str, Role]:
+    """The roles a session of `owner_id`'s names by these handles (None: every one it may
+    name), one query: its roster's
+    (`roster`: their ids, which may hold another person's own), else the owner's own, else
+    everyone's. Handles are unique per owner only: never look one up among all roles."""
+    rank = Case(When(pk__in=roster, then=0), When(owner_id=owner_id, then=1), default=2)
+    found = (
+        (Role.objects.all() if handles is None else Role.objects.filter(handle__in=handles))
+        .filter(Q(pk__in=roster) | Q(owner_id=owner_id) | Q(owner__isnull=True))
+        .annotate(rank=rank)
+        .order_by("-rank")  # the better match comes later and wins
+    )
+    return {role.handle: role for role in found}
 
 
 def default_roles() -> list[Role]:

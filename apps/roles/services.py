@@ -8,6 +8,7 @@ import re
 from dataclasses import dataclass, field
 from typing import IO
 
+from anyascii import anyascii
 from django.core.exceptions import ValidationError
 from django.core.files.base import ContentFile
 from django.core.files.storage import default_storage
@@ -24,7 +25,7 @@ from apps.roles.role_packs import (
     pack_path,
     read_pack,
 )
-from apps.roles.selectors import imported_voice_role
+from apps.roles.selectors import imported_voice_role, roles_offered
 
 MAX_CARDS_AT_ONCE = 200
 
@@ -35,7 +36,7 @@ def role_ensure_default() -> Role:
     if role is not None:
         return role
     fields = {key: value for key, value in ASSISTANT.items() if key != "handle"}
-    role, _ = Role.objects.update_or_create(handle=ASSISTANT["handle"], defaults=fields)
+    role, _ = Role.objects.update_or_create(owner=None, handle=ASSISTANT["handle"], defaults=fields)
     return role
 
 
@@ -51,15 +52,18 @@ def role_pack_apply(data: dict) -> PackReport:
         return apply_pack(data, Role=Role, RoleGroup=RoleGroup)
 
 
-def free_handle(wanted: str) -> str:
-    """A valid handle from any name ("GPT-4o" → "gpt-4o"), numbered when taken ("gpt-4o-2")."""
-    base = re.sub(r"[^a-z0-9_-]+", "-", wanted.lower()).strip("-_")[:34] or "role"
+def free_handle(wanted: str, *, owner) -> str:
+    """A valid handle from any name ("GPT-4o" → "gpt-4o", "月纱" → "yuesha"), numbered when
+    one of the roles `owner` may use has it ("gpt-4o-2"). Another person's own roles are not
+    looked at: a number never tells that someone else has a role of that name."""
+    spelled = re.sub(r":[a-z0-9_+-]+:", " ", anyascii(wanted))  # an emoji's spelled-out name
+    base = re.sub(r"[^a-z0-9_-]+", "-", spelled.lower()).strip("-_")[:34] or "role"
     if not base[0].isalpha():
         base = ("r-" + base)[:34]
     if base in RESERVED_HANDLES:
         base += "-role"
     taken = set(
-        Role.objects.filter(handle__startswith=base).values_list("handle", flat=True)
+        roles_offered(owner).filter(handle__startswith=base).values_list("handle", flat=True)
     ) | set(RoleGroup.objects.filter(handle__startswith=base).values_list("handle", flat=True))
     if base not in taken:
         return base
@@ -81,7 +85,7 @@ def role_for_imported_voice(*, owner, voice: str, source: str) -> Role:
         return existing
     return Role.objects.create(
         owner=owner,
-        handle=free_handle(voice),
+        handle=free_handle(voice, owner=owner),
         display_name=voice[:80] or "Imported assistant",
         description=f"Answered as {voice} in {source}."[:200],
         colour=colour_for(voice),
@@ -100,7 +104,7 @@ def role_from_card(*, owner, card: Card, pack: str = "") -> Role:
             default_storage.save(avatar_path, ContentFile(card.picture))
     return Role.objects.create(
         owner=owner,
-        handle=free_handle(card.name),
+        handle=free_handle(card.name, owner=owner),
         display_name=card.name,
         description=card.description,
         persona=card.persona,

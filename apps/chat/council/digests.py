@@ -12,7 +12,7 @@ import logging
 from django.db import IntegrityError, transaction
 from django.db.models import Q
 
-from apps.chat.access import visible_to
+from apps.chat.access import session_roles_by_handle, visible_to
 from apps.chat.council.summaries import written_text
 from apps.chat.display import events
 from apps.chat.models import (
@@ -35,7 +35,6 @@ from apps.providers.types import (
     SystemBlock,
     Usage,
 )
-from apps.roles.selectors import roles_by_handle
 
 logger = logging.getLogger(__name__)
 
@@ -101,7 +100,9 @@ def digest_request(digest: Digest, *, model: str) -> ChatRequest:
         .select_related("author")
         .order_by("seq")
     )
-    roles = roles_by_handle({m.speaker for m in messages} - {USER_SPEAKER})
+    roles = session_roles_by_handle(
+        digest.thread.session, {m.speaker for m in messages} - {USER_SPEAKER}
+    )
     lines = []
     for message in messages:
         who = (

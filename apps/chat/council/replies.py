@@ -13,6 +13,7 @@ from django.db.models.functions import Greatest
 from django.utils import timezone
 
 from apps.chat import livestate
+from apps.chat.access import session_roles_by_handle
 from apps.chat.council import orchestration
 from apps.chat.council.dispatch import QUEUED_GRACE_SECONDS, dispatch, enqueue_reply
 from apps.chat.display import events
@@ -32,8 +33,6 @@ from apps.chat.records.messages import notice_create
 from apps.chat.records.replies import message_finish
 from apps.chat.records.text import storable
 from apps.chat.selectors import reply_provider
-from apps.roles.models import Role
-from apps.roles.selectors import roles_by_handle
 
 # Stop settles within a second: workers answer an interrupt in well under this; a reply whose
 # worker is gone is settled by the web process instead.
@@ -54,7 +53,7 @@ def reply_rerun(*, message: Message, by=None) -> Message:
         raise ValidationError("Only a role's reply can be run again.")
     thread = message.thread
     session = Session.objects.select_related("credential").get(pk=thread.session_id)
-    role = Role.objects.filter(handle=message.speaker).first()
+    role = session_roles_by_handle(session, {message.speaker}).get(message.speaker)
     if role is None:
         raise ValidationError(f"The role @{message.speaker} no longer exists.")
     with transaction.atomic():
@@ -158,7 +157,7 @@ def thread_interrupt(*, thread: Thread, by=None) -> int:
 
 def _say_who_stopped(thread: Thread, by, stopped: list[Message]) -> None:
     """In a shared room, the transcript says who stopped which replies."""
-    roles = roles_by_handle({message.speaker for message in stopped})
+    roles = session_roles_by_handle(thread.session, {message.speaker for message in stopped})
     names = sorted(
         {roles[m.speaker].display_name if m.speaker in roles else m.speaker for m in stopped}
     )
@@ -235,7 +234,7 @@ def session_restart_in_flight(*, session: Session) -> int:
     streaming = []
     for message in in_flight:
         if message.status == MessageStatus.QUEUED:
-            role = Role.objects.filter(handle=message.speaker).first()
+            role = session_roles_by_handle(session, {message.speaker}).get(message.speaker)
             if role is not None:
                 provider, model, credential = reply_provider(session=session, role=role)
                 Message.objects.filter(pk=message.pk, status=MessageStatus.QUEUED).update(

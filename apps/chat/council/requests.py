@@ -6,6 +6,7 @@ from dataclasses import dataclass, replace
 
 from django.contrib.auth import get_user_model
 
+from apps.chat.access import session_roles_by_handle
 from apps.chat.council import cache_ttl
 from apps.chat.council.attachment_parts import MessageMedia, media_for
 from apps.chat.council.intent import format_rule, intent_of, worth_asking
@@ -143,7 +144,10 @@ def request_for_reply(
     session = thread.session
     roles = session_roster(session)
     by_handle = {role.handle: role for role in roles}
-    speaker = by_handle.get(message.speaker) or Role.objects.get(handle=message.speaker)
+    speaker = (
+        by_handle.get(message.speaker)
+        or session_roles_by_handle(session, {message.speaker})[message.speaker]
+    )
     if transcript is None or media is None:
         history = reply_history(message=message)  # read once for both
         media = media or history_media(message=message, history=history)
@@ -264,7 +268,7 @@ def reply_setup(*, message: Message) -> ReplySetup:
     session = message.thread.session
     role = roster_by_handle(session).get(message.speaker)
     if role is None:  # a role since taken off the session still finishes its reply
-        role = Role.objects.filter(handle=message.speaker).first()
+        role = session_roles_by_handle(session, {message.speaker}).get(message.speaker)
     others = [
         name
         for other in session_roster(session)

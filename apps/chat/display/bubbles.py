@@ -10,6 +10,7 @@ from django.urls import reverse
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString, mark_safe
 
+from apps.chat.access import session_roles_by_handle
 from apps.chat.display import frames
 from apps.chat.display.details import reply_details
 from apps.chat.display.markdown import render_markdown
@@ -43,7 +44,6 @@ from apps.chat.usage import (
 )
 from apps.providers.pricing import PriceTable, format_money
 from apps.roles.models import Role
-from apps.roles.selectors import roles_by_handle
 
 
 def tool_activity(message: Message) -> tuple[list[dict], list[dict]]:
@@ -170,7 +170,7 @@ def whisper_label(message: Message) -> str:
     """Who a whisper is for, as its bubble names them ("" for a message the room sees)."""
     if not message.private:
         return ""
-    roles = roles_by_handle(set(message.audience_roles))
+    roles = session_roles_by_handle(message.thread.session, set(message.audience_roles))
     names = [roles[h].display_name if h in roles else h for h in message.audience_roles]
     people = message.audience.order_by("pk")
     return ", ".join(names + [person_name(person) for person in people])
@@ -227,7 +227,9 @@ def _bubble_html(
 def _speaking_roles(messages: list[Message], known: dict[str, Role] | None) -> dict[str, Role]:
     speakers = {message.speaker for message in messages} - {USER_SPEAKER, NOTICE_SPEAKER}
     missing = speakers - set(known or ())
-    return {**(known or {}), **(roles_by_handle(missing) if missing else {})}
+    if not missing:
+        return known or {}
+    return {**(known or {}), **session_roles_by_handle(messages[0].thread.session, missing)}
 
 
 def render_bubbles(
@@ -369,7 +371,7 @@ def render_turn_finished(thread: Thread, *, user) -> SafeString:
     replies = turn_outcome(thread=thread)
     unread = thread_unread(thread_id=thread.pk, user=user).unread
     if replies and unread:
-        roles = roles_by_handle({reply.speaker for reply in replies})
+        roles = session_roles_by_handle(session, {reply.speaker for reply in replies})
         names = list(dict.fromkeys(speaker_name(r, roles.get(r.speaker)) for r in replies))
         said = " and ".join([", ".join(names[:-1]), names[-1]] if len(names) > 1 else names)
         endings = [

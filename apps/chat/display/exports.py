@@ -10,6 +10,7 @@ from django.template.loader import render_to_string
 from django.urls import reverse
 from django.utils import timezone
 
+from apps.chat.access import session_roles_by_handle
 from apps.chat.display.bubbles import shown_text, whisper_label
 from apps.chat.display.markdown import render_markdown
 from apps.chat.models import (
@@ -22,7 +23,6 @@ from apps.chat.models import (
     speaker_name,
 )
 from apps.chat.selectors import message_block_text, speaker_names, transcript_messages
-from apps.roles.selectors import roles_by_handle
 
 HTML_INLINE_BYTES = 25 * 1024 * 1024
 
@@ -131,7 +131,7 @@ def export_html(thread: Thread, *, user) -> tuple[str, str]:
     """One file that opens anywhere, offline: roles' and people's names, icons and colours,
     rendered (and sanitised) Markdown, the styles inline, no script; what `user` may see."""
     messages = list(transcript_messages(thread=thread, user=user))
-    roles = roles_by_handle({message.speaker for message in messages})
+    roles = session_roles_by_handle(thread.session, {message.speaker for message in messages})
     attachments = _attachments(messages)
     inline = InlineBudget()
     entries = []

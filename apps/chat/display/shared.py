@@ -9,6 +9,7 @@ import hashlib
 from django.urls import reverse
 from django.utils import timezone
 
+from apps.chat.access import session_roles_by_handle
 from apps.chat.display.bubbles import shown_text
 from apps.chat.display.markdown import render_markdown
 from apps.chat.livestate import live_texts
@@ -23,7 +24,6 @@ from apps.chat.models import (
     speaker_name,
 )
 from apps.chat.selectors import transcript_messages
-from apps.roles.selectors import roles_by_handle
 
 MAX_SHOWN = 2_000  # messages on one shared page (the newest, when there are more)
 
@@ -77,7 +77,9 @@ def shared_entries(
     link: SharedLink, token: str, state: tuple[list[Message], dict[str, str], str] | None = None
 ) -> list[dict]:
     messages, live, _ = state or shared_state(link)
-    roles = roles_by_handle({m.speaker for m in messages if not m.is_user})
+    roles = session_roles_by_handle(
+        link.thread.session, {m.speaker for m in messages if not m.is_user}
+    )
     attached: dict[int, list[Attachment]] = {}
     for attachment in Attachment.objects.filter(message__in=messages).order_by("position", "pk"):
         attached.setdefault(attachment.message_id or 0, []).append(attachment)
@@ -117,7 +119,7 @@ def shared_role_speaks(link: SharedLink, handle: str):
     """The role, when it speaks on the link's page (its picture may then be fetched)."""
     if not any(m.speaker == handle for m in shared_messages(link)):
         return None
-    return roles_by_handle({handle}).get(handle)
+    return session_roles_by_handle(link.thread.session, {handle}).get(handle)
 
 
 def links_for_user(user) -> list[SharedLink]:

@@ -85,6 +85,21 @@ class SessionSetupForm(forms.Form):
         return data
 
 
+def one_per_handle(roles) -> list[Role]:
+    """A session's roles answer to distinct handles (one person's never clash, but a room's
+    session may hold another person's own role)."""
+    roles = list(roles)
+    handles = [role.handle for role in roles]
+    twice = sorted({handle for handle in handles if handles.count(handle) > 1})
+    if twice:
+        raise forms.ValidationError(
+            f"Two of the roles picked answer to {', '.join('@' + h for h in twice)}: "
+            "take one of each out.",
+            code="twice",
+        )
+    return roles
+
+
 class SessionCreateForm(SessionSetupForm):
     name = forms.CharField(max_length=120, required=False, label="Session name")
     # Not sent (a script, an old page): the default roles.
@@ -123,7 +138,7 @@ class SessionCreateForm(SessionSetupForm):
         return [name for name, _ in self.tool_choices if name not in chosen]
 
     def clean_roles(self) -> list[Role] | None:
-        roles = list(self.cleaned_data["roles"])
+        roles = one_per_handle(self.cleaned_data["roles"])
         if not roles and "roles_offered" in self.data:
             raise forms.ValidationError("Pick at least one role to talk with.", code="required")
         return roles or None
@@ -269,6 +284,9 @@ class SessionSettingsForm(SessionSetupForm):
             }
             for role, model, credential, order in self.role_rows
         ]
+
+    def clean_roles(self) -> list[Role]:
+        return one_per_handle(self.cleaned_data["roles"])
 
     def clean_auto_rounds(self) -> int:
         rounds = self.cleaned_data["auto_rounds"]
