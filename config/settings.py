@@ -231,6 +231,9 @@ PARLEY_API_STREAMS_PER_USER = env_int("PARLEY_API_STREAMS_PER_USER", 10, minimum
 PARLEY_RECOVERY_INTERVAL_SECONDS = env_int("PARLEY_RECOVERY_INTERVAL_SECONDS", 1, minimum=0)
 # A reply taken over this many times (its worker died each time) ends as an error instead.
 PARLEY_MAX_REPLY_ATTEMPTS = env_int("PARLEY_MAX_REPLY_ATTEMPTS", 3, minimum=1)
+# A role's lorebook: at most this many tokens of its entries go into one reply's context
+# (a card's own `token_budget` wins, up to 8,192).
+PARLEY_LOREBOOK_TOKENS = env_int("PARLEY_LOREBOOK_TOKENS", 1024, minimum=0)
 PARLEY_MAX_MESSAGE_CHARS = env_int("PARLEY_MAX_MESSAGE_CHARS", 100_000, minimum=100)
 # Imports (ChatGPT, Claude, Open WebUI, LibreChat, Parley exports): the largest file taken.
 PARLEY_IMPORT_MAX_BYTES = env_int("PARLEY_IMPORT_MAX_BYTES", 2 * 1024**3, minimum=1024)

@@ -7,7 +7,7 @@ from django.shortcuts import redirect, render
 from django.urls import path, reverse
 from django.utils.html import format_html
 
-from apps.roles.models import Role, RoleGroup
+from apps.roles.models import LoreEntry, Role, RoleGroup
 from apps.roles.role_packs import read_pack, shipped_packs
 from apps.roles.services import role_pack_apply, role_pack_load
 
@@ -29,8 +29,16 @@ class RolePackImportForm(forms.Form):
         return data
 
 
+class LoreEntryInline(admin.StackedInline):
+    model = LoreEntry
+    extra = 0
+    fields = ["name", "keys", "secondary_keys", "selective", "content", "enabled", "constant",
+              "case_sensitive", "insertion_order", "priority"]  # fmt: skip
+
+
 @admin.register(Role)
 class RoleAdmin(admin.ModelAdmin):
+    inlines = [LoreEntryInline]
     list_display = ["handle", "display_name", "swatch", "is_default", "answers_last",
                     "can_write", "pack", "owner", "sort_order"]  # fmt: skip
     list_editable = ["sort_order"]

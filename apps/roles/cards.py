@@ -18,6 +18,7 @@ from PIL import Image, PngImagePlugin
 
 from apps.attachments.sniff import Refused, avatar
 from apps.attachments.text import storable
+from apps.roles.lorebook import Book, book_document, read_book
 from apps.roles.models import Role
 
 MAX_CARD_FILE_BYTES = 20 * 1024 * 1024  # a card PNG is its character's full-size picture
@@ -29,6 +30,12 @@ KEPT = ("first_mes", "alternate_greetings", "mes_example", "tags", "creator",
         "character_version", "system_prompt", "post_history_instructions", "nickname",
         "group_only_greetings", "source", "creation_date", "modification_date",
         "personality", "scenario", "description")  # fmt: skip
+
+
+V2_FIELDS = ("name", "description", "personality", "scenario", "first_mes", "mes_example",
+             "creator_notes", "system_prompt", "post_history_instructions",
+             "alternate_greetings", "character_book", "tags", "creator", "character_version",
+             "extensions")  # fmt: skip
 
 
 class CardError(ValueError):
@@ -53,6 +60,7 @@ class Card:
     # Other applications' extensions, kept as they came and written back on export (the V2
     # spec: an editor must not destroy what it does not understand).
     extensions: dict[str, Any] = field(default_factory=dict)
+    lorebook: Book = field(default_factory=Book)
 
 
 def read_card(data: bytes, filename: str) -> Card:
@@ -90,6 +98,8 @@ def read_card(data: bytes, filename: str) -> Card:
     kept = {key: _kept(fields.get(key)) for key in KEPT if fields.get(key) not in (None, "", [])}
     extensions = _mapping(fields.get("extensions"))
     own = _mapping(extensions.get("parley"))
+    if own.get("picture") is False:  # Parley wrote it for a role without a picture: the PNG's
+        picture = b""  # is the stand-in it drew, not the role's
     colour = _text(own.get("colour"))
     return Card(
         name=name,
@@ -105,12 +115,15 @@ def read_card(data: bytes, filename: str) -> Card:
         answers_last=own.get("answers_last") is True,
         can_write=own.get("can_write") is True,
         extensions={key: value for key, value in extensions.items() if key != "parley"},
+        lorebook=read_book(fields.get("character_book")),
     )
 
 
-def card_document(role: Role) -> dict[str, Any]:
+def card_document(role: Role, lore: list[dict[str, Any]] | None = None) -> dict[str, Any]:
     """A role as a V3 card: what its card held, else what the role holds; Parley's own fields
-    (persona, colour, icon, output rules) in `extensions.parley`."""
+    (persona, colour, icon, output rules) in `extensions.parley`; `lore`, its lorebook's
+    entries (LoreEntry's fields), as the card's `character_book`."""
+    from_card = "character" in (role.card or {})  # else a role made here: its persona is its prompt
     kept = (role.card or {}).get("character") or {}
     data: dict[str, Any] = {
         "name": role.display_name,
@@ -120,7 +133,7 @@ def card_document(role: Role) -> dict[str, Any]:
         "first_mes": kept.get("first_mes", ""),
         "mes_example": kept.get("mes_example", ""),
         "creator_notes": role.notes,
-        "system_prompt": kept.get("system_prompt", "" if kept else role.persona),
+        "system_prompt": kept.get("system_prompt", "") if from_card else role.persona,
         "post_history_instructions": kept.get("post_history_instructions", ""),
         "alternate_greetings": kept.get("alternate_greetings", []),
         "group_only_greetings": kept.get("group_only_greetings", []),
@@ -135,9 +148,13 @@ def card_document(role: Role) -> dict[str, Any]:
                 "handle": role.handle, "persona": role.persona, "colour": role.colour,
                 "icon": role.icon, "output_rules": role.output_rules,
                 "answers_last": role.answers_last, "can_write": role.can_write,
+                "picture": bool(role.avatar),
             },
         },
     }  # fmt: skip
+    book = (role.card or {}).get("lorebook") or {}
+    if lore or book:
+        data["character_book"] = book_document(book, lore or [])
     return {"spec": "chara_card_v3", "spec_version": "3.0", "data": data}
 
 
@@ -170,8 +187,7 @@ def filled(text: str, name: str) -> str:
 def write_card(card: dict[str, Any], picture: bytes | None) -> bytes:
     """A V3 card PNG (with a V2 `chara` chunk beside the `ccv3` one, for older readers)."""
     v3 = json.dumps(card, ensure_ascii=False).encode()
-    v2 = json.dumps({**card, "spec": "chara_card_v2", "spec_version": "2.0"},
-                    ensure_ascii=False).encode()  # fmt: skip
+    v2 = json.dumps(v2_card(card), ensure_ascii=False).encode()
     with Image.open(io.BytesIO(picture)) if picture else _blank() as image:
         info = PngImagePlugin.PngInfo()
         info.add_text("chara", base64.b64encode(v2).decode())
@@ -179,6 +195,19 @@ def write_card(card: dict[str, Any], picture: bytes | None) -> bytes:
         out = io.BytesIO()
         image.save(out, format="PNG", pnginfo=info)
         return out.getvalue()
+
+
+def v2_card(card: dict[str, Any]) -> dict[str, Any]:
+    """A V3 card as the V2 spec has it: only V2's fields, its lorebook's entries without V3's
+    `use_regex` (a V2 reader must not meet fields it does not know at the top of `data`)."""
+    data = {key: value for key, value in card["data"].items() if key in V2_FIELDS}
+    book = data.get("character_book")
+    if isinstance(book, dict):
+        entries = [
+            {k: v for k, v in entry.items() if k != "use_regex"} for entry in book["entries"]
+        ]
+        data["character_book"] = {**book, "entries": entries}
+    return {"spec": "chara_card_v2", "spec_version": "2.0", "data": data}
 
 
 def _blank() -> Image.Image:

@@ -89,3 +89,35 @@ class RoleGroup(models.Model):
 
     def __str__(self) -> str:
         return f"@{self.handle}"
+
+
+class LoreEntry(models.Model):
+    """One entry of a role's lorebook (a character card's `character_book`, SillyTavern's
+    World Info): when one of its keys is said in the recent conversation, its content goes
+    into that role's context, within the book's token budget."""
+
+    role = models.ForeignKey(Role, on_delete=models.CASCADE, related_name="lore")
+    name = models.CharField(max_length=200, blank=True, help_text="For people (its `comment`).")
+    keys = models.JSONField(default=list, blank=True, help_text="Words that bring it in.")
+    secondary_keys = models.JSONField(default=list, blank=True)
+    selective = models.BooleanField(
+        default=False, help_text="Comes in only when a secondary key is said too."
+    )
+    content = models.TextField()
+    enabled = models.BooleanField(default=True)
+    constant = models.BooleanField(default=False, help_text="Always in, keys or not.")
+    case_sensitive = models.BooleanField(default=False)
+    insertion_order = models.IntegerField(default=100, help_text="Lower comes first.")
+    priority = models.IntegerField(
+        default=10, help_text="Over the budget, the lowest priority is left out first."
+    )
+    # What the card's entry holds that Parley does not use (its id, position, extensions…),
+    # written back as it came on export.
+    kept = models.JSONField(default=dict, blank=True)
+
+    class Meta:
+        ordering = ["insertion_order", "pk"]
+        verbose_name_plural = "lore entries"
+
+    def __str__(self) -> str:
+        return self.name or ", ".join(self.keys[:3]) or f"entry {self.pk}"

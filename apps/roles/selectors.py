@@ -5,7 +5,7 @@ from __future__ import annotations
 from django.conf import settings
 from django.db.models import Case, Q, QuerySet, When
 
-from apps.roles.models import Role, RoleGroup
+from apps.roles.models import LoreEntry, Role, RoleGroup
 
 
 def roles_by_handle(
@@ -53,3 +53,12 @@ def roles_offered(user, *, also: QuerySet | list[int] | None = None) -> QuerySet
 def imported_voice_role(user, voice: str) -> Role | None:
     """The role an earlier import made for `voice` (a model's name, a Parley role's handle)."""
     return Role.objects.filter(owner_id=user.pk, card__imported_voice=voice).first()
+
+
+LORE_FIELDS = ("name", "keys", "secondary_keys", "selective", "content", "enabled", "constant",
+               "case_sensitive", "insertion_order", "priority", "kept")  # fmt: skip
+
+
+def lore_of(role: Role) -> list[dict]:
+    """The role's lorebook entries as plain dicts, in insertion order (for its card)."""
+    return list(LoreEntry.objects.filter(role=role).values(*LORE_FIELDS))

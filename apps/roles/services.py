@@ -17,7 +17,7 @@ from django.utils.text import slugify
 
 from apps.roles.cards import MAX_CARD_FILE_BYTES, Card, CardError, read_card
 from apps.roles.defaults import ASSISTANT
-from apps.roles.models import Role, RoleGroup
+from apps.roles.models import LoreEntry, Role, RoleGroup
 from apps.roles.role_packs import (
     RESERVED_HANDLES,
     PackReport,
@@ -102,7 +102,10 @@ def role_from_card(*, owner, card: Card, pack: str = "") -> Role:
         avatar_path = f"avatars/{digest}.png"
         if not default_storage.exists(avatar_path):
             default_storage.save(avatar_path, ContentFile(card.picture))
-    return Role.objects.create(
+    card_fields = {"character": card.kept, "extensions": card.extensions}
+    if card.lorebook.entries or any(card.lorebook.settings.values()):
+        card_fields["lorebook"] = card.lorebook.settings
+    role = Role.objects.create(
         owner=owner,
         handle=free_handle(card.name, owner=owner),
         display_name=card.name,
@@ -116,8 +119,10 @@ def role_from_card(*, owner, card: Card, pack: str = "") -> Role:
         output_rules=card.output_rules,
         answers_last=card.answers_last,
         can_write=card.can_write,
-        card={"character": card.kept, "extensions": card.extensions},
+        card=card_fields,
     )
+    LoreEntry.objects.bulk_create(LoreEntry(role=role, **entry) for entry in card.lorebook.entries)
+    return role
 
 
 def roles_from_cards(
@@ -145,6 +150,24 @@ def roles_from_cards(
 class CardsReport:
     made: list[Role] = field(default_factory=list)
     refused: list[str] = field(default_factory=list)
+
+
+def lorebook_save(*, role: Role, formset, settings: dict) -> None:
+    """A person's edit of their role's lorebook: its entries (added, changed, deleted) and
+    how they are chosen, kept in the card so an export carries them."""
+    with transaction.atomic():
+        for entry in formset.save(commit=False):
+            entry.role = role
+            entry.save()
+        for entry in formset.deleted_objects:
+            entry.delete()
+        book = {**((role.card or {}).get("lorebook") or {})}
+        book.update(
+            {key: value or 0 for key, value in settings.items() if key != "recursive_scanning"}
+        )
+        book["recursive_scanning"] = bool(settings.get("recursive_scanning"))
+        role.card = {**(role.card or {}), "lorebook": book}
+        role.save(update_fields=["card"])
 
 
 def role_delete(*, role: Role, by) -> None:

@@ -99,12 +99,38 @@ def test_a_thread_shared_by_link_is_read_live_by_a_visitor(
     expect(page.get_by_role("article", name=re.compile("Director"))).to_have_attribute(
         "data-status", "done", timeout=scaled(20_000)
     )
-    page.locator(".share-menu summary").click()
-    page.get_by_role("button", name="Share a read-only link…").click()
-    page.get_by_label("Show").select_option("live")
-    page.get_by_role("button", name="Make a read-only link").click()
-    url = page.get_by_label("The shared link").input_value()
+    # Sharing is its own dialog, from the Export menu or the header's Share, and it fits.
+    for width, height in ((1280, 800), (390, 844)):
+        page.set_viewport_size({"width": width, "height": height})
+        if width > 400:
+            page.locator(".share-menu summary").click()
+            page.get_by_role("button", name="Share a read-only link…").click()
+        else:
+            page.get_by_role("button", name="Share", exact=True).click()
+        dialog = page.get_by_role("dialog", name="Share a read-only link")
+        expect(dialog.get_by_label("Show")).to_be_in_viewport(ratio=1)
+        form = dialog.locator("form")
+        sizes = form.evaluate("f => [f.scrollWidth, f.clientWidth]")
+        assert sizes[0] <= sizes[1], f"{width} px: content {sizes[0]} px in {sizes[1]} px"
+        if width > 400:
+            dialog.get_by_role("button", name="Close").click()
+    dialog.get_by_label("Show").select_option("live")
+    dialog.get_by_role("button", name="Make the link").click()
+    link = dialog.get_by_label("The shared link")
+    expect(dialog.get_by_role("button", name="Copy")).to_be_in_viewport(ratio=1)
+    url = link.input_value()
     assert "/shared/" in url
+    # The whole link shows (it wraps), and Copy copies it.
+    assert link.evaluate(
+        "e => e.scrollHeight <= e.clientHeight + 1 && e.scrollWidth <= e.clientWidth"
+    )
+    dialog.screenshot(path=str(shots / "share-dialog-390.png"))
+    page.context.grant_permissions(["clipboard-read", "clipboard-write"])
+    dialog.get_by_role("button", name="Copy").click()
+    expect(dialog.get_by_role("button", name="Copied")).to_be_visible()
+    assert page.evaluate("navigator.clipboard.readText()") == url
+    dialog.get_by_role("button", name="Close").click()
+    page.set_viewport_size({"width": 1280, "height": 800})
 
     visitor_context = browser_session.new_context(viewport={"width": 390, "height": 844})
     visitor = visitor_context.new_page()

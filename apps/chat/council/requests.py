@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from django.conf import settings
 from django.contrib.auth import get_user_model
 
 from apps.chat.access import session_roles_by_handle
@@ -26,6 +27,7 @@ from apps.chat.selectors import message_block_text, speaker_names, transcript_me
 from apps.providers.registry import describe
 from apps.providers.selectors import model_reads
 from apps.providers.types import ChatRequest
+from apps.roles.lorebook import DEFAULT_SCAN_DEPTH, MAX_TOKEN_BUDGET, Lore, lore_block, lore_for
 from apps.roles.models import Role
 
 
@@ -163,6 +165,7 @@ def request_for_reply(
     persona, memory = thread_context(thread=thread, session=session)
     asked = next((entry.text for entry in reversed(transcript) if entry.is_user), "")
     intent = _intent(turn, session, asked)
+    lore = _lore(speaker, transcript)
     cue = "\n\n".join(
         filter(
             None,
@@ -170,6 +173,7 @@ def request_for_reply(
                 _stage_cue(message, turn),
                 length_rule(reply_words((turn and turn.reply_length) or session.reply_length)),
                 format_rule(intent or "", role_has_rules=bool(speaker.output_rules.strip())),
+                lore_block(lore),
             ],
         )
     )
@@ -192,6 +196,9 @@ def request_for_reply(
         request = replace(request, metadata={**request.metadata, "role_rules": True})
     if session.tool_mode == ToolMode.TOOLS_FIRST and request.tools:
         request = replace(request, metadata={**request.metadata, "tools_first": True})
+    if lore:  # the engine notes which entries came in, in the reply's log (its Details)
+        names = [entry.name or ", ".join(entry.keys[:2]) or "constant" for entry in lore]
+        request = replace(request, metadata={**request.metadata, "lore": names})
     if intent:  # the engine notes it in the reply's log (its Details)
         request = replace(request, metadata={**request.metadata, "format": intent})
     elif intent == "" and worth_asking(asked):  # the rules are unsure: the cheap model says
@@ -199,6 +206,24 @@ def request_for_reply(
     if message.provider == "anthropic":
         request = _with_cache_ttl(request, message=message, turn=turn, transcript=transcript)
     return request
+
+
+def _lore(speaker: Role, transcript: list[TranscriptEntry]) -> list[Lore]:
+    """The speaker's lorebook entries the last messages it sees bring in (in the cue, after
+    the shared history: the prompt cache the roles share is not touched)."""
+    entries = [
+        Lore(content=e.content, keys=e.keys, secondary_keys=e.secondary_keys,
+             selective=e.selective, constant=e.constant, case_sensitive=e.case_sensitive,
+             insertion_order=e.insertion_order, priority=e.priority, name=e.name)
+        for e in speaker.lore.filter(enabled=True)
+    ]  # fmt: skip
+    if not entries:
+        return []
+    book = (speaker.card or {}).get("lorebook") or {}
+    depth = book.get("scan_depth") or DEFAULT_SCAN_DEPTH
+    budget = min(book.get("token_budget") or settings.PARLEY_LOREBOOK_TOKENS, MAX_TOKEN_BUDGET)
+    recent = [entry.text for entry in transcript[-depth:]]
+    return lore_for(entries, recent, budget=budget, recursive=bool(book.get("recursive_scanning")))
 
 
 def _with_cache_ttl(

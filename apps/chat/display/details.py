@@ -15,6 +15,7 @@ LOG_WORDS = {
     "tool_limit": "tool rounds used up",
     "format": "answer shaped by intent",
     "cache_ttl": "prompt cache",
+    "lore": "lorebook entries brought in",
     "described": "images put in words for a model that cannot see",
     "attachments": "attachments sent",
     "tool_prose": "prose held back",
