@@ -106,9 +106,11 @@
     return Boolean(later && !later.hidden);
   }
   // The HTTP response and the websocket both announce new bubbles; keep the first copy —
-  // unless it still shows a reply waiting that the later copy shows started (its "streaming"
-  // push may have come before either copy, with no bubble to land on).
+  // unless the later copy is further along: a reply waiting that it shows started, or one it
+  // shows settled (its "streaming" or "done" push may have come before either copy, with no
+  // bubble to land on, and then only the later copy knows).
   // A windowed page leaves new ones to its "later messages" loads (they come in order).
+  const SETTLED = ["done", "error", "interrupted"];
   document.addEventListener("htmx:oobBeforeSwap", function (evt) {
     const target = evt.detail.target;
     if (!target || target.id !== "transcript") return;
@@ -116,8 +118,11 @@
     evt.detail.fragment.querySelectorAll("article.msg[id]").forEach(function (el) {
       const there = document.getElementById(el.id);
       if (!there) return;
-      if (there.dataset.status === "queued" && el.dataset.status === "streaming" &&
-          !there.querySelector(".msg-body")?.textContent.trim()) {
+      const was = there.dataset.status, now = el.dataset.status;
+      const started = was === "queued" && now === "streaming" &&
+        !there.querySelector(".msg-body")?.textContent.trim();
+      const settled = (was === "queued" || was === "streaming") && SETTLED.includes(now);
+      if (started || settled) {
         el.removeAttribute("hx-swap-oob");
         there.replaceWith(el);
         htmx.process(el);

@@ -175,3 +175,27 @@ def test_a_reply_says_thinking_until_its_first_text_and_keeps_a_one_line_header(
     expect(state.locator(".if-empty")).to_be_hidden()
     assert header.bounding_box()["height"] < 2 * line + 12
     page.screenshot(path=str(shots / f"streaming-{size[0]}.png"))
+
+
+def test_of_two_copies_of_a_new_bubble_the_one_further_along_stays(chat):
+    """The composer's answer and the socket both bring a new bubble. When a reply settles
+    before either copy lands (the socket then sends it settled), the settled copy must win
+    over a waiting one that came first, and a waiting copy never undoes a settled one."""
+
+    def bubble(status: str, text: str) -> str:
+        body = f'<div class="msg-body">{text}</div>'
+        return (f'<article id="msg-race" class="msg msg--role" data-seq="9" '
+                f'data-status="{status}" data-speaker="director">{body}</article>')  # fmt: skip
+
+    def arrive(status: str, text: str = "") -> None:
+        html = f'<div id="transcript" hx-swap-oob="beforeend">{bubble(status, text)}</div>'
+        chat.evaluate("html => htmx.swap('#transcript', html, {swapStyle: 'none'})", html)
+
+    race = chat.locator("#msg-race")
+    arrive("queued")  # the composer's answer, rendered as the post was saved
+    arrive("done", "The settled answer.")  # the socket's catch-up, after the reply ended
+    expect(race).to_have_attribute("data-status", "done")
+    expect(race).to_have_text("The settled answer.")
+    arrive("queued")  # a late copy never takes it back
+    expect(race).to_have_attribute("data-status", "done")
+    assert race.count() == 1

@@ -135,3 +135,20 @@ def test_every_path_that_starts_a_reply_is_refused_past_the_budget(room, alice, 
     assert budget_standing(session=room.session, person=bob) == (823, 900, 0)
     # The owner goes on.
     message_post(thread=room, author=alice, text="@director the owner goes on")
+
+
+def test_runs_before_a_budget_is_set_count_toward_the_day(alice, bob, alice_thread):
+    """The rule the People dialog shows: every settled run of a member adds to their day,
+    whether or not a budget was set when it ran; a budget set later counts them."""
+    membership = member_add(session=alice_thread.session, by=alice, username="bob")
+    spend(alice_thread, bob, 70)
+    assert budget_standing(session=alice_thread.session, person=bob) is None  # no budget yet
+    owner = Client()
+    owner.force_login(alice)
+    people = reverse("chat:room_panel", kwargs={"session": alice_thread.session.public_id})
+    assert "70 tokens used today" in owner.get(people).content.decode()
+    member_set_budget(membership=membership, by=alice, tokens=60)
+    assert budget_standing(session=alice_thread.session, person=bob) == (60, 70, 0)
+    assert "70 of 60 used today" in owner.get(people).content.decode()
+    with pytest.raises(ValidationError, match=REFUSED):
+        message_post(thread=alice_thread, author=bob, text="@director one more")

@@ -59,6 +59,12 @@ def budget_standing(*, session: Session, person) -> tuple[int, int, int] | None:
     return budget, day.spent, _reserved(day, session)
 
 
+def spent_today(*, session: Session, person) -> int:
+    """What the replies `person` started in this session used today (budget or not)."""
+    day = BudgetDay.objects.filter(session=session, user=person, day=timezone.localdate())
+    return day.values_list("spent", flat=True).first() or 0
+
+
 def _reserved(day: BudgetDay, session: Session) -> int:
     """What the day's replies still running are expected to cost."""
     running = day.replies.filter(status__in=IN_FLIGHT).count()
@@ -85,11 +91,14 @@ def budget_reserve(*, session: Session, person, replies: int) -> BudgetDay | Non
     """The day `replies` new replies of `person` are charged to, or a refusal once their
     budget is used up (spent, plus an estimate per reply still running). Call it inside the
     transaction that starts the replies: it holds the budget row's lock until the commit.
-    None: nobody's budget (the owner, a member without one, no replies)."""
-    budget = _daily_budget(session, person)
-    if budget is None or replies <= 0:
+    A member without a budget is charged too (a budget the owner sets at noon counts the
+    morning's runs, as the People dialog shows them). None: the owner's, or no replies."""
+    if person is None or person.pk == session.owner_id or replies <= 0:
         return None
+    budget = _daily_budget(session, person)
     day, _ = BudgetDay.objects.get_or_create(session=session, user=person, day=timezone.localdate())
+    if budget is None:
+        return day
     # Take the row's lock (PostgreSQL's row lock, SQLite's writer lock) before reading it.
     BudgetDay.objects.filter(pk=day.pk).update(spent=F("spent"))
     day.refresh_from_db(fields=["spent"])

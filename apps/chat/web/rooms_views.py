@@ -16,7 +16,7 @@ from django_htmx.http import HttpResponseClientRedirect
 from apps.chat.access import Need, room_access
 from apps.chat.models import Membership, RoomInvite, RoomRole
 from apps.chat.records import rooms
-from apps.chat.records.budgets import budget_standing
+from apps.chat.records.budgets import spent_today
 from apps.chat.web.lookup import session_for
 
 JOIN_SESSION_KEY = "parley_join_link"  # the invite link being followed, kept in the session
@@ -39,10 +39,10 @@ def room_context(request, session) -> dict:
 def _panel(request, session, *, error: str = "", link: str = "", status: int = 200):
     access = room_access(user=request.user, session=session)
     memberships = list(session.memberships.select_related("user").order_by("created_at"))
-    for membership in memberships:  # what the replies to their messages used today
-        budgeted = access == "owner" and membership.daily_token_budget is not None
-        standing = budget_standing(session=session, person=membership.user) if budgeted else None
-        membership.used_today = standing[1] if standing else None
+    for membership in memberships:  # what the replies they started used today (the owner's)
+        owner_sees = access == "owner" and membership.role != RoomRole.VIEWER
+        used = spent_today(session=session, person=membership.user) if owner_sees else None
+        membership.used_today = f"{used:,}" if used is not None else None
     context = {
         "session": session,
         "access": access,
