@@ -245,7 +245,13 @@ def job_start(*, job: ImportJob, roles: dict[str, str]) -> ImportJob:
     if job.status != ImportStatus.READY:
         raise ValidationError(f"This import is {job.get_status_display().lower()}, not ready.")
     if not job.preview.get("conversations"):
-        if job.preview.get("already"):
+        already, broken = job.preview.get("already", 0), len(job.preview.get("broken", []))
+        if already and broken:
+            raise ValidationError(
+                f"Nothing new to import: {already:,} of its conversations are here already and "
+                f"{broken:,} cannot be read (see the conversations listed)."
+            )
+        if already:
             raise ValidationError(
                 "Nothing new to import: every conversation in it is here already."
             )

@@ -109,15 +109,16 @@ def test_one_broken_conversation_is_reported_and_the_others_read(tmp_path):
     assert "does not know this kind of export" in entries[3].broken
 
 
-def test_a_file_cut_off_midway_says_where_after_reading_what_came_before(tmp_path):
+def test_a_file_cut_off_midway_imports_what_came_before_and_says_where(tmp_path):
     text = json.dumps([chatgpt_trip("c-1"), chatgpt_trip("c-2")])
     path = tmp_path / "conversations.json"
     path.write_text(text[: len(text) * 3 // 4])
-    read = []
-    with pytest.raises(UnreadableFile, match="after conversation 1"):
-        for entry in read_export(path):
-            read.append(entry)
-    assert len(read) == 1 and read[0].conversation is not None
+    read = list(read_export(path))
+    assert len(read) == 2 and read[0].conversation is not None  # the first imports
+    assert "after conversation 1" in read[1].broken and read[1].conversation is None
+    path.write_text(text[:40])  # cut inside the first: nothing to import, said so
+    with pytest.raises(UnreadableFile, match="not valid JSON"):
+        list(read_export(path))
 
 
 @pytest.mark.parametrize(

@@ -65,7 +65,8 @@ class Entry:
 
 def read_export(path: Path) -> Iterator[Entry]:
     """Each conversation of the export at `path`, in file order. Raises UnreadableFile when the
-    file is not an export Parley reads (before any entry, or mid-file when it is cut off)."""
+    file is not an export Parley reads; a file cut off after some conversations ends with a
+    broken entry for the rest."""
     try:
         with _opened(path) as (opener, files):
             with opener() as stream:
@@ -218,10 +219,15 @@ def _entries(
                 continue
             yield _entry(position, item, files)
     except ijson.JSONError as exc:
-        raise UnreadableFile(
-            f"The file stops being valid JSON after conversation {position:,} ({exc}); "
-            "the conversations before it can be imported."
-        ) from None
+        if not position:
+            raise UnreadableFile(f"The file is not valid JSON ({exc}).") from None
+        # Cut off (a download that stopped): what came before it imports; the rest is
+        # reported as one conversation that could not be read.
+        yield Entry(
+            position + 1, title="The rest of the file",
+            broken=f"the file stops being valid JSON after conversation {position:,} ({exc}): "
+            "nothing after that point can be read",
+        )  # fmt: skip
 
 
 def _read_up_to(stream: IO[bytes] | _Rewound, limit: int) -> bytes:
