@@ -29,8 +29,8 @@ def _parser() -> argparse.ArgumentParser:
     ask.add_argument("--timeout", type=float, default=600, help="seconds to wait (600)")
     imports = commands.add_parser(
         "import",
-        help="import conversations: a ChatGPT, Claude, Open WebUI, LibreChat, Chatbot UI or "
-        "Parley export",
+        help="import conversations: an export of another chat app, or of Parley (the "
+        "server's Import page lists the kinds it reads)",
     )
     imports.add_argument("file", type=Path)
     imports.add_argument("--yes", action="store_true", help="import without asking")

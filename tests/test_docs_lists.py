@@ -85,3 +85,25 @@ def test_the_readme_is_short_and_its_links_lead_somewhere():
     assert len(README.splitlines()) < 300
     for target in re.findall(r"\]\((docs/[^)#]+)", README):
         assert (ROOT / target).exists(), target
+
+
+def test_the_import_sources_everywhere_are_the_registry():
+    """Every place that names the sources names them all (the Import page, the API and the
+    CLI are rendered from the registry; the docs are checked here)."""
+    from apps.imports.sources.reading import GUIDE, sources_sentence
+
+    labels = [label for label, _ in GUIDE]
+    importing = (ROOT / "docs" / "importing.md").read_text()
+    rows = table_after(importing, "| source | where to get it | what comes in |")
+    assert [row.split("|")[1].strip() for row in rows] == labels
+    for name, text in [("README.md", README), ("docs/importing.md", importing),
+                       ("docs/api.md", API_DOC.read_text())]:  # fmt: skip
+        flat = " ".join(text.split())
+        lists = re.findall(
+            r"ChatGPT(?:, [A-Z][\w ]*?)+,? (?:or|and) (?:another |itself )?[A-Z]\w*", flat
+        )
+        assert lists, f"{name} no longer lists the sources"
+        for listed in lists:
+            names = [n.removeprefix("another ") for n in re.split(r", | or | and ", listed)]
+            assert names == labels, f"{name} names the sources as {listed!r}"
+    assert sources_sentence() == ", ".join(labels[:-1]) + " or " + labels[-1]

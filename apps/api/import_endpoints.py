@@ -14,6 +14,7 @@ from apps.api.schemas import ERRORS, Error, ImportOut, ImportStartIn, Refused, U
 from apps.imports import services
 from apps.imports.models import ImportJob
 from apps.imports.services import PIECE_BYTES
+from apps.imports.sources.reading import sources_sentence
 
 router = Router()
 
@@ -34,11 +35,15 @@ def _job(request, import_id: UUID) -> ImportJob:
     return job
 
 
-@router.post("/imports", response={202: ImportOut, **ERRORS, 422: Error}, summary="Send an export")
+@router.post(
+    "/imports",
+    response={202: ImportOut, **ERRORS, 422: Error},
+    summary="Send an export",
+    description=f"A {sources_sentence()} export (`.zip` or `.json`) as the multipart `file`. "
+    "It is read in the background: poll the import until its status is `ready`, read its "
+    "`preview`, then start it.",
+)
 def create_import(request, file: UploadedFile = File(...)):  # noqa: B008
-    """A ChatGPT, Claude, Open WebUI, LibreChat, Chatbot UI or Parley export (`.zip` or
-    `.json`) as the multipart `file`. It is read in the background: poll the import until its
-    status is `ready`, read its `preview`, then start it."""
     require_post_scope(request)
     try:
         job = services.job_create(owner=request.user, name=file.name or "export", upload=file)

@@ -11,7 +11,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 
 from apps.imports import services
 from apps.imports.models import ImportJob
-from apps.imports.sources.reading import LABELS
+from apps.imports.sources.reading import GUIDE
 from apps.roles.selectors import roles_offered
 
 
@@ -32,7 +32,7 @@ def import_list(request):
     return render(
         request,
         "imports/imports.html",
-        {"jobs": jobs, "error": error, "sources": LABELS.values()},
+        {"jobs": jobs, "error": error, "guide": GUIDE},
         status=422 if error else 200,
     )
 

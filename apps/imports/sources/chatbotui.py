@@ -22,6 +22,8 @@ from apps.imports.sources.common import (
 
 FORMAT = "chatbotui"
 LABEL = "Chatbot UI"
+# How a person gets the export (the Import page lists it).
+WHERE = "Settings → Export data (chatbot_ui_history.json, or an older export's list)."
 
 
 def is_export(document: Any) -> bool:

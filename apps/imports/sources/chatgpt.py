@@ -24,6 +24,11 @@ from apps.imports.sources.common import (
 
 FORMAT = "chatgpt"
 LABEL = "ChatGPT"
+# How a person gets the export (the Import page lists it).
+WHERE = (
+    "Settings → Data controls → Export data. The e-mail's link downloads a .zip: send "
+    "it whole (its images come along), or its conversations.json."
+)
 
 # What a node's content type holds, when it is not the person's or the model's words.
 DROPPED_TYPES = {

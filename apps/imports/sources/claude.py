@@ -24,6 +24,11 @@ from apps.imports.sources.common import (
 
 FORMAT = "claude"
 LABEL = "Claude"
+# How a person gets the export (the Import page lists it).
+WHERE = (
+    "Settings → Privacy → Export data. Send the .zip or its conversations.json (text "
+    "from attached files comes along; the export holds no images)."
+)
 MODEL = "Claude"  # the export does not say which model answered
 ROOT = "00000000-0000-4000-8000-000000000000"
 

@@ -22,6 +22,8 @@ from apps.imports.sources.common import (
 
 FORMAT = "librechat"
 LABEL = "LibreChat"
+# How a person gets the export (the Import page lists it).
+WHERE = "A chat's menu → Export → JSON, with “include all branches” on."
 NO_PARENT = "00000000-0000-0000-0000-000000000000"
 MAX_DEPTH = 10_000
 

@@ -27,6 +27,10 @@ from apps.imports.sources.common import (
 
 FORMAT = "openwebui"
 LABEL = "Open WebUI"
+# How a person gets the export (the Import page lists it).
+WHERE = (
+    "Settings → Chats → Export chats (all of them), or a chat's ⋯ → Download → Export chat (.json)."
+)
 
 
 def looks_like(item: dict[str, Any]) -> bool:

@@ -21,6 +21,8 @@ from apps.imports.sources.common import (
 
 FORMAT = "parley"
 LABEL = "Parley"
+# How a person gets the export (the Import page lists it).
+WHERE = "A thread's Export → JSON, from this server or another."
 
 
 def looks_like(item: dict[str, Any]) -> bool:

@@ -30,6 +30,17 @@ from apps.imports.sources.common import (
 
 SOURCES = (chatgpt, claude, openwebui, librechat, parley, chatbotui)
 LABELS = {source.FORMAT: source.LABEL for source in SOURCES}
+# The sources as people are told of them (the Import page, the API, the docs' check): Parley
+# itself last.
+GUIDE = sorted(((s.LABEL, s.WHERE) for s in SOURCES), key=lambda pair: pair[0] == "Parley")
+
+
+def sources_sentence() -> str:
+    """ "ChatGPT, Claude, …, Chatbot UI or Parley": every source, for a sentence."""
+    labels = [label for label, _ in GUIDE]
+    return ", ".join(labels[:-1]) + " or " + labels[-1]
+
+
 # A file that is one JSON object (not a list) is read whole: LibreChat's and Parley's exports
 # hold one conversation each.
 MAX_SINGLE_OBJECT_BYTES = 64 * 1024 * 1024
