@@ -49,10 +49,46 @@ def test_every_built_in_tool_is_named():
     assert named <= set(tool_names()), f"not tools: {sorted(named - set(tool_names()))}"
 
 
+def provider_row(d) -> str:
+    """One provider kind's row, from its description."""
+    about = [f"wire: `{d.wire}`", f"models: {d.model_names}"]
+    if d.settings:
+        named = [f"**{s.label}**" + (f" (`{s.header}`)" if s.header else "") for s in d.settings]
+        about.append("settings: " + ", ".join(named))
+    refused: dict[str, list[str]] = {}
+    for prefix, names in d.refuses:
+        for name in names:
+            refused.setdefault(name, []).append(f"{prefix}…" if prefix else "every model")
+    if refused:
+        about.append("its server refuses " + "; ".join(
+            f"`{name}` for {', '.join(models)}" for name, models in refused.items()))  # fmt: skip
+    if d.base_url == "none":
+        base = "—"
+    elif d.base_url == "required":
+        base = f"required: {d.base_url_hint}"
+    elif d.default_base_url:
+        base = f"empty: `{d.default_base_url}`"
+    else:
+        base = d.base_url_hint
+    key = "none" if not d.takes_key else "required" if d.needs_key else "optional"
+    if key == "required" and {"bearer", "header"} <= set(d.auth_styles):
+        key += "; or a bearer token or custom header"
+    return f"| `{d.kind}` | {d.label} ({'; '.join(about)}) | {base} | {key} |"
+
+
 def test_the_table_of_providers_is_the_registry():
-    rows = table_after(PROVIDERS, "| provider | label | base URL | key |")
-    listed = [re.findall(r"`([a-z_]+)`", row.split("|")[1])[0] for row in rows]
-    assert listed == [description.kind for description in DESCRIPTIONS]
+    header = "| provider | label | base URL | key |\n| --- | --- | --- | --- |\n"
+    start = PROVIDERS.index(header)
+    end = PROVIDERS.index("\n\n", start)
+    expected = header + "\n".join(provider_row(d) for d in DESCRIPTIONS)
+    if os.environ.get("PARLEY_WRITE_DOCS"):
+        path = ROOT / "docs" / "providers.md"
+        path.write_text(PROVIDERS[:start] + expected + PROVIDERS[end:])
+        return
+    assert PROVIDERS[start:end] == expected, (
+        "docs/providers.md's table differs from the descriptions: run "
+        "`PARLEY_WRITE_DOCS=1 .venv/bin/python -m pytest tests/test_docs_lists.py`"
+    )
 
 
 def endpoint_table() -> str:

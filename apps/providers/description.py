@@ -94,6 +94,12 @@ class ProviderDescription:
     reads_by_model: tuple[tuple[str, Reads], ...] = ()  # model name prefix -> reads
     max_tokens_by_model: tuple[tuple[str, int], ...] = ()  # model name prefix -> max_tokens
     default_max_tokens: int = 4096
+    # Request fields its server refuses, by model name prefix ("" for every model): the adapter
+    # leaves them out (or sends what replaces them), and the emulator can refuse them as the
+    # server does, so a kind that passes its tests works for real. OpenAI's reasoning models
+    # refuse `max_tokens` (they take `max_completion_tokens`); some OpenAI-compatible servers
+    # refuse `stream_options`.
+    refuses: tuple[tuple[str, tuple[str, ...]], ...] = ()
 
     def __post_init__(self) -> None:
         unknown = set(self.auth_styles) - set(AUTH_STYLES)
@@ -118,6 +124,12 @@ class ProviderDescription:
     def max_tokens_for(self, model: str) -> int:
         """A generous `max_tokens` (a tiny one is the commonest cause of cut-off replies)."""
         return _longest_prefix(self.max_tokens_by_model, model, self.default_max_tokens)
+
+    def refused_fields(self, model: str) -> frozenset[str]:
+        """The request fields its server refuses for `model`."""
+        return frozenset(
+            name for prefix, names in self.refuses if model.startswith(prefix) for name in names
+        )
 
     def headers(self, options: dict[str, str]) -> tuple[tuple[str, str], ...]:
         """The HTTP headers a credential's settings add to every request."""

@@ -97,7 +97,7 @@ def test_every_route_that_serves_a_file_names_it_with_the_one_helper(alice, alic
     owner.force_login(alice)
     logged_in = owner.get(f"/a/{attachment.public_id}/")
     share = owner.post(f"/t/{alice_thread.public_id}/share/", {"up_to": "live", "expires": "7"})
-    (link,) = re.findall(r'value="http://testserver(/shared/[^"/]+/)"', share.content.decode())
+    (link,) = re.findall(r'>http://testserver(/shared/[^<"/]+/)</textarea>', share.content.decode())
     shared = Client().get(f"{link}a/{attachment.public_id}/")
     expected = content_disposition(attachment.name)
     assert logged_in.status_code == shared.status_code == 200

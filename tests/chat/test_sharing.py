@@ -69,7 +69,8 @@ def make_link(owner, thread, *, up_to="live", expires="7") -> str:
     form = {"up_to": up_to, "expires": expires}
     response = client_for(owner).post(f"/t/{thread.public_id}/share/", form)
     assert response.status_code == 200, response.content[:400]
-    (url,) = re.findall(r'value="(http://testserver/shared/[^"/]+/)"', response.content.decode())
+    page = response.content.decode()
+    (url,) = re.findall(r'>(http://testserver/shared/[^<"/]+/)</textarea>', page)
     return url.removeprefix("http://testserver")
 
 

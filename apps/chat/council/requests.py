@@ -6,6 +6,7 @@ from dataclasses import dataclass, replace
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
+from django.db.models import Exists, OuterRef
 
 from apps.chat.access import session_roles_by_handle
 from apps.chat.council import cache_ttl
@@ -28,7 +29,7 @@ from apps.providers.registry import describe
 from apps.providers.selectors import model_reads
 from apps.providers.types import ChatRequest
 from apps.roles.lorebook import DEFAULT_SCAN_DEPTH, MAX_TOKEN_BUDGET, Lore, lore_block, lore_for
-from apps.roles.models import Role
+from apps.roles.models import LoreEntry, Role
 
 
 def _roster_entry(role: Role) -> RosterEntry:
@@ -45,12 +46,15 @@ def session_roster(session) -> list[Role]:
     asks for them for its setup, its request and its streaming bubble."""
     roster = session.__dict__.get("_roster")
     if roster is None:
-        roster = session.__dict__["_roster"] = [
-            link.role
-            for link in session.session_roles.select_related("role").order_by(
-                "role__sort_order", "role__handle"
-            )
-        ]
+        links = (
+            session.session_roles.select_related("role")
+            .annotate(has_lore=Exists(LoreEntry.objects.filter(role=OuterRef("role"))))
+            .order_by("role__sort_order", "role__handle")
+        )
+        roster = session.__dict__["_roster"] = []
+        for link in links:
+            link.role.has_lore = link.has_lore  # a reply reads the lorebook only if there is one
+            roster.append(link.role)
     return roster
 
 
@@ -211,6 +215,8 @@ def request_for_reply(
 def _lore(speaker: Role, transcript: list[TranscriptEntry]) -> list[Lore]:
     """The speaker's lorebook entries the last messages it sees bring in (in the cue, after
     the shared history: the prompt cache the roles share is not touched)."""
+    if not getattr(speaker, "has_lore", True):
+        return []
     entries = [
         Lore(content=e.content, keys=e.keys, secondary_keys=e.secondary_keys,
              selective=e.selective, constant=e.constant, case_sensitive=e.case_sensitive,

@@ -153,6 +153,7 @@ OPENAI = ProviderDescription(
     model_names="gpt-<version>[-size], e.g. gpt-4.1 or gpt-4.1-mini",
     reads=Reads(images=True, pdfs=True),
     max_tokens_by_model=(("gpt-4.1", 16000), ("gpt-4o", 8192)),
+    refuses=tuple((family, ("max_tokens",)) for family in ("o1", "o3", "o4", "gpt-5")),
 )
 OPENAI_COMPATIBLE = ProviderDescription(
     kind="openai_compatible",
@@ -219,6 +220,15 @@ class OpenAIAdapter(DescribedAdapter):
             http_client=_http_client(timeout),
         )
 
+    def _limits(self, request: ChatRequest) -> dict:
+        """The reply's token limit and the usage chunk, as this kind's server takes them."""
+        refused = self.description.refused_fields(request.model)
+        limit = "max_completion_tokens" if "max_tokens" in refused else "max_tokens"
+        fields: dict = {limit: request.max_tokens}
+        if "stream_options" not in refused:  # else the usage is not reported (counted as 0)
+            fields["stream_options"] = {"include_usage": True}
+        return fields
+
     async def stream(
         self, request: ChatRequest, *, api_key: str = "", base_url: str = "", auth: Auth = NO_AUTH
     ) -> AsyncIterator[StreamEvent]:
@@ -234,9 +244,8 @@ class OpenAIAdapter(DescribedAdapter):
                 ) as client,
                 client.chat.completions.with_streaming_response.create(
                     **_untransformed(to_openai(request)),
-                    max_tokens=request.max_tokens,
+                    **self._limits(request),
                     stream=True,
-                    stream_options={"include_usage": True},
                     extra_headers=_omitted(auth),
                 ) as response,
             ):

@@ -17,7 +17,7 @@ from typing import Any
 
 from aiohttp import web
 
-from apps.providers.emulator.media import REFUSALS, without_media
+from apps.providers.emulator.media import REFUSALS, field_refusal, without_media
 
 TOKEN = re.compile(r"\s*\S{1,4}|\s+")
 LOOKBACK_BLOCKS = 20
@@ -104,6 +104,9 @@ class EmulatorCore:
         self.listings: list[RecordedRequest] = []  # model list requests, kept apart
         self.invalid_keys = {"bad-key"}
         self.azure_deployments = {"gpt-4o-prod"}  # Azure OpenAI deployments that exist
+        # (model prefix, field) pairs refused with a 400, as some servers refuse a field the
+        # OpenAI API takes ("" for every model): a preset's description says so too.
+        self.refused_fields: list[tuple[str, str]] = []
         self.min_cache_tokens = min_cache_tokens
         self.cache_ttl = cache_ttl
         self.cache: dict[str, CacheEntry] = {}
@@ -144,6 +147,7 @@ class EmulatorCore:
             self.listings.clear()
             self.cache.clear()
             self.input_modalities.clear()
+            self.refused_fields.clear()
 
     def _take_script(self, provider: str, raw_body: str) -> Script:
         with self._lock:
@@ -222,6 +226,8 @@ class EmulatorCore:
         body = json.loads(raw or "{}")
         record = self._record(provider, request, body)
         refusal = REFUSALS[provider](body) if provider in REFUSALS else None
+        if refusal is None and provider == "openai":
+            refusal = field_refusal(body, self.refused_fields)
         if refusal is not None:  # as the real API refuses a wrong part: no script is used
             record.ended = time.monotonic()
             return self._error_response(provider, *refusal)

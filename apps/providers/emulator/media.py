@@ -87,6 +87,29 @@ def anthropic_refusal(body: dict) -> Refusal | None:
     return None
 
 
+# OpenAI's reasoning models refuse `max_tokens` (they take `max_completion_tokens`): 400
+# `unsupported_parameter`, as api.openai.com answers.
+REASONING_MODELS = ("o1", "o3", "o4", "gpt-5")
+
+
+def field_refusal(body: dict, refused: list[tuple[str, str]]) -> Refusal | None:
+    """A request field the server refuses for this model: OpenAI's own rule, and those a test
+    adds (`Emulator.refused_fields`: (model prefix, field) pairs) to play a server that
+    refuses them."""
+    model = str(body.get("model", ""))
+    if model.startswith(REASONING_MODELS) and "max_tokens" in body:
+        return (
+            400,
+            "invalid_request_error",
+            "Unsupported parameter: 'max_tokens' is not supported with this model. "
+            "Use 'max_completion_tokens' instead.",
+        )
+    for prefix, name in refused:
+        if model.startswith(prefix) and name in body:
+            return 400, "invalid_request_error", f"Unrecognized request argument supplied: {name}"
+    return None
+
+
 def openai_refusal(body: dict) -> Refusal | None:
     text_only = any(name in str(body.get("model", "")) for name in TEXT_ONLY_MODELS)
     for i, message in enumerate(body.get("messages", [])):
