@@ -14,23 +14,27 @@ from apps.roles.lorebook import (
 from apps.roles.models import LoreEntry
 
 
-class KeysField(forms.CharField):
+class KeysField(forms.Field):
     """A list of keys as the person types them: "Eldoria, the glade"."""
+
+    widget = forms.TextInput
 
     def prepare_value(self, value):
         return ", ".join(value) if isinstance(value, list) else value
 
     def to_python(self, value) -> list[str]:
-        keys = [key.strip() for key in (super().to_python(value) or "").split(",")]
-        keys = [key for key in keys if key]
+        text = value if isinstance(value, str) else ""
+        if len(text) > 4000:
+            raise forms.ValidationError("Keys are at most 4,000 characters in all.")
+        keys = [key.strip() for key in text.split(",") if key.strip()]
         if len(keys) > MAX_KEYS:
             raise forms.ValidationError(f"At most {MAX_KEYS} keys an entry.")
         return keys
 
 
 class LoreEntryForm(forms.ModelForm):
-    keys = KeysField(required=False, max_length=4000, help_text="Comma-separated.")
-    secondary_keys = KeysField(required=False, max_length=4000, label="Secondary keys")
+    keys = KeysField(required=False, help_text="Comma-separated.")
+    secondary_keys = KeysField(required=False, label="Secondary keys")
     content = forms.CharField(
         widget=forms.Textarea(attrs={"rows": 4}), max_length=MAX_CONTENT_CHARS
     )

@@ -1,3 +1,5 @@
+import colorsys
+
 from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.core.validators import RegexValidator
@@ -9,6 +11,40 @@ handle_validator = RegexValidator(
     "A handle starts with a letter and holds lowercase letters, digits, '_' or '-'.",
 )
 colour_validator = RegexValidator(r"^#[0-9a-fA-F]{6}$", "Use a hex colour such as #7c3aed.")
+# The panels a role's name is written on (static/css/parley.css), and the contrast its text
+# needs there (WCAG AA for normal text).
+LIGHT_PANEL, DARK_PANEL, MIN_CONTRAST = "#eef2ff", "#1e2238", 4.5
+
+
+def readable(colour: str, background: str) -> str:
+    """`colour` with its lightness moved toward readability on `background` (darker on a
+    light one, lighter on a dark one) until their contrast is at least MIN_CONTRAST."""
+    try:
+        red, green, blue = (int(colour[i : i + 2], 16) / 255 for i in (1, 3, 5))
+    except ValueError:
+        return colour
+    hue, lightness, saturation = colorsys.rgb_to_hls(red, green, blue)
+    step = -0.02 if _luminance(background) > 0.5 else 0.02
+    for _ in range(50):
+        rgb = colorsys.hls_to_rgb(hue, lightness, saturation)
+        shade = "#{:02x}{:02x}{:02x}".format(*(round(c * 255) for c in rgb))
+        if _contrast(shade, background) >= MIN_CONTRAST:
+            return shade
+        lightness = min(1.0, max(0.0, lightness + step))
+    return "#000000" if step < 0 else "#ffffff"
+
+
+def _luminance(colour: str) -> float:
+    def linear(c: float) -> float:
+        return c / 12.92 if c <= 0.03928 else ((c + 0.055) / 1.055) ** 2.4
+
+    red, green, blue = (linear(int(colour[i : i + 2], 16) / 255) for i in (1, 3, 5))
+    return 0.2126 * red + 0.7152 * green + 0.0722 * blue
+
+
+def _contrast(one: str, other: str) -> float:
+    light, dark = sorted((_luminance(one), _luminance(other)), reverse=True)
+    return (light + 0.05) / (dark + 0.05)
 
 
 class Role(models.Model):
@@ -65,6 +101,16 @@ class Role(models.Model):
 
     def __str__(self) -> str:
         return f"@{self.handle}"
+
+    @property
+    def ink(self) -> str:
+        """Its colour as the text of its name on a light page (darkened until it reads)."""
+        return readable(self.colour, LIGHT_PANEL)
+
+    @property
+    def ink_dark(self) -> str:
+        """Its colour as the text of its name on a dark page (lightened until it reads)."""
+        return readable(self.colour, DARK_PANEL)
 
     def clean(self) -> None:
         """Everyone's roles and a person's own never share a handle (a person's sessions

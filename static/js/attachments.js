@@ -16,13 +16,20 @@
       button: form.querySelector("#attach-button"),
       input: form.querySelector("#attach-input"),
       text: form.querySelector("#composer-text"),
+      refusals: form.querySelector("#attachment-refusals"),
     };
   }
 
   // With an attachment the text may be empty; the list hides when it holds nothing.
+  // A refused file's sentence goes under the message box (the chips stay above it), with a
+  // button that dismisses it.
   function sync() {
     const p = parts();
     if (!p || !p.list) return;
+    if (p.refusals) {
+      p.list.querySelectorAll(".attachment-refused").forEach(function (item) { p.refusals.appendChild(item); });
+      p.refusals.hidden = p.refusals.children.length === 0;
+    }
     const attached = p.list.querySelector('input[name="attachments"]') !== null;
     if (p.text) p.text.required = !attached;
     p.list.hidden = p.list.children.length === 0;
@@ -31,8 +38,15 @@
   function refusal(sentence) {
     const item = document.createElement("li");
     item.className = "attachment-refused";
-    item.setAttribute("role", "alert");
-    item.textContent = sentence;
+    const said = document.createElement("span");
+    said.setAttribute("role", "alert");
+    said.textContent = sentence;
+    const dismiss = document.createElement("button");
+    dismiss.type = "button";
+    dismiss.className = "attachment-dismiss";
+    dismiss.setAttribute("aria-label", "Dismiss");
+    dismiss.textContent = "×";
+    item.append(said, dismiss);
     return item;
   }
 

@@ -121,9 +121,14 @@ def test_a_refused_file_is_said_and_an_image_alone_can_be_sent(chat, fast_demo):
     box = chat.get_by_role("combobox", name="Message", exact=True)
     box.fill("keep these words")
     chat.evaluate(FIRE, ["drop", [as_file("logo.svg", "image/svg+xml", b"<svg onload='x()'/>")]])
-    refused = chat.locator("#attachment-chips .attachment-refused")
+    refused = chat.locator("#attachment-refusals .attachment-refused")
     expect(refused).to_contain_text("export it as PNG")
     assert box.input_value() == "keep these words"
+    # Under the message box, and its button dismisses it.
+    assert refused.bounding_box()["y"] > box.bounding_box()["y"]
+    refused.get_by_role("button", name="Dismiss").click()
+    expect(refused).to_have_count(0)
+    expect(chat.locator("#attachment-refusals")).to_be_hidden()
     box.fill("")
     chat.evaluate(FIRE, ["paste", [as_file("shot.png", "image/png", image_bytes("PNG"))]])
     expect(chips(chat)).to_have_count(1)

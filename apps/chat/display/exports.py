@@ -145,6 +145,8 @@ def export_html(thread: Thread, *, user) -> tuple[str, str]:
                 if message.is_user
                 else (role.icon if role else "✦"),
                 "colour": role.colour if role else f"hsl({person_hue(message.author)} 45% 45%)",
+                "ink": role.ink if role else "",
+                "ink_dark": role.ink_dark if role else "",
                 "whisper": whisper_label(message),
                 "html": render_markdown(shown_text(message), breaks=message.is_user),
                 "attachments": [inline.shown(a) for a in attachments.get(message.pk, [])],

@@ -95,6 +95,7 @@ def shared_entries(
             "avatar": reverse("chat:shared_avatar", args=[token, role.handle])
             if role is not None and role.avatar else "",
             "colour": role.colour if role else f"hsl({person_hue(message.author)} 45% 45%)",
+            "ink": role.ink if role else "", "ink_dark": role.ink_dark if role else "",
             "html": render_markdown(text, breaks=message.is_user),
             "writing": message.in_flight,
             "attachments": [

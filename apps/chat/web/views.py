@@ -245,8 +245,8 @@ def session_search(request, session):
     session = session_for(request, session, Need.READ)
     query = request.GET.get("q", "").strip()[:200]
     hits = search_session(session=session, user=request.user, query=query)
-    context = {"query": query, "hits": hits}
-    return render(request, "chat/_search_results.html", context)
+    context = {"query": query, "hits": hits, "session": session}
+    return render(request, _search_template(request), context)
 
 
 @require_GET
@@ -256,7 +256,13 @@ def search_everywhere(request):
     rooms = sessions_for_user(user=request.user, need=Need.READ)
     hits = search_sessions(sessions=rooms, user=request.user, query=query)
     context = {"query": query, "hits": hits, "everywhere": True}
-    return render(request, "chat/_search_results.html", context)
+    return render(request, _search_template(request), context)
+
+
+def _search_template(request) -> str:
+    """The results for the search box; a page of their own for a link opened or a form sent
+    without script."""
+    return "chat/_search_results.html" if request.htmx else "chat/search.html"
 
 
 def _cursor(request, name: str) -> uuid.UUID | None:
