@@ -50,7 +50,18 @@
     return item;
   }
 
-  function upload(files) {
+  // A pasted picture comes as "image.png" whatever it is: it gets the time it was pasted
+  // instead ("pasted 2026-11-28 21.35.png"), so the pictures of a message tell apart.
+  function pastedName(file, index, count) {
+    const now = new Date();
+    const two = function (n) { return String(n).padStart(2, "0"); };
+    const stamp = now.getFullYear() + "-" + two(now.getMonth() + 1) + "-" + two(now.getDate()) +
+      " " + two(now.getHours()) + "." + two(now.getMinutes()) + "." + two(now.getSeconds());
+    const extension = (file.type.split("/")[1] || "bin").replace("jpeg", "jpg").replace(/[^a-z0-9]/g, "");
+    return "pasted " + stamp + (count > 1 ? " (" + (index + 1) + ")" : "") + "." + extension;
+  }
+
+  function upload(files, pasted) {
     const p = parts();
     if (!p || !p.list || !files.length) return;
     if (files.length > 20) {  // the server's limit, said before anything is sent
@@ -60,7 +71,8 @@
     }
     const data = new FormData();
     Array.from(files).forEach(function (file, index) {
-      const name = file.name || "pasted-" + (index + 1) + "." + (file.type.split("/")[1] || "bin");
+      const generic = !file.name || (pasted && /^image\.(png|jpe?g|gif|webp)$/i.test(file.name));
+      const name = generic ? pastedName(file, index, files.length) : file.name;
       data.append("files", file, name);
     });
     const pending = document.createElement("li");
@@ -122,7 +134,7 @@
     const files = Array.from((event.clipboardData && event.clipboardData.files) || []);
     if (files.length) {
       event.preventDefault();  // the picture, not its file name, is what was pasted
-      upload(files);
+      upload(files, true);
     }
   });
 

@@ -1180,13 +1180,16 @@
   const exact = new Intl.DateTimeFormat(undefined, { dateStyle: "medium", timeStyle: "medium" });
   const clock = new Intl.DateTimeFormat(undefined, { hour: "2-digit", minute: "2-digit" });
   const day = new Intl.DateTimeFormat(undefined, { month: "short", day: "numeric" });
+  const dayOfYear = new Intl.DateTimeFormat(undefined, { year: "numeric", month: "short", day: "numeric" });
   function relative(when, now) {
     const seconds = Math.max(0, (now - when) / 1000);
     if (seconds < 45) return "just now";
     if (seconds < 3600) return Math.round(seconds / 60) + " min ago";
     if (seconds < 6 * 3600) return Math.round(seconds / 3600) + " h ago";
     const sameDay = new Date(now).toDateString() === when.toDateString();
-    return (sameDay ? "" : day.format(when) + ", ") + clock.format(when);
+    // Another year's message (an imported chat) says its year.
+    const sameYear = new Date(now).getFullYear() === when.getFullYear();
+    return (sameDay ? "" : (sameYear ? day : dayOfYear).format(when) + ", ") + clock.format(when);
   }
   // All of them every 30 s; after a swap, only the new ones (a stream pushes many frames).
   function refreshTimes(onlyNew) {

@@ -64,6 +64,10 @@ def test_attach_paste_and_drop_make_chips_and_the_sent_bubble_shows_them(
     chat.evaluate(FIRE, ["paste", [as_file("image.png", "image/png", png)]])
     expect(chips(chat)).to_have_count(2)
     expect(chips(chat).nth(1).locator("img.attachment-thumb")).to_be_visible()
+    # A browser names every pasted picture image.png: it gets the time it was pasted instead.
+    expect(chips(chat).nth(1)).to_contain_text(
+        re.compile(r"pasted \d{4}-\d\d-\d\d \d\d\.\d\d\.\d\d\.png")
+    )
     chat.locator("#attach-input").set_input_files(  # the Attach button's picker
         files=[{"name": "notes.md", "mimeType": "text/markdown", "buffer": b"# Notes\n"}]
     )
@@ -74,6 +78,8 @@ def test_attach_paste_and_drop_make_chips_and_the_sent_bubble_shows_them(
     expect(chat.locator("#role-picker .chip--describing").first).to_have_attribute(
         "title", re.compile("reads a description of each image"))  # fmt: skip
     chat.locator("#composer").screenshot(path=shots / f"attachments-composer-{width}.png")
+    if width < 500:  # on a phone the chips are one row that scrolls sideways
+        assert chat.locator("#attachment-chips").bounding_box()["height"] < 60
     # Taken out again: the chip goes, and so does the waiting row.
     chips(chat).nth(2).get_by_role("button", name="Remove notes.md").click()
     expect(chips(chat)).to_have_count(2)
@@ -85,6 +91,8 @@ def test_attach_paste_and_drop_make_chips_and_the_sent_bubble_shows_them(
     expect(person.locator(".msg-attachment-image img")).to_have_count(1)
     page_one = person.locator(".msg-attachment-page")
     expect(page_one).to_contain_text("report.pdf · 1 page")  # its first page, drawn
+    caption = page_one.locator(".caption-text")  # a long name ends in an ellipsis, not a cut
+    assert caption.evaluate("e => getComputedStyle(e).textOverflow") == "ellipsis"
     expect(person.locator(".msg-attachments-note")).to_contain_text("@assistant")
     wait_done(bubble(chat, "assistant").last)
     chat.screenshot(path=shots / f"attachments-sent-{width}.png")
@@ -97,20 +105,27 @@ def test_attach_paste_and_drop_make_chips_and_the_sent_bubble_shows_them(
     expect(lightbox.locator("#lightbox-title")).to_have_text("report.pdf")
     expect(lightbox.locator("#lightbox-position")).to_have_text("1 of 2")
     chat.keyboard.press("ArrowRight")
-    expect(lightbox.locator("#lightbox-title")).to_have_text("image.png")
+    expect(lightbox.locator("#lightbox-title")).to_have_text(re.compile(r"^pasted .*\.png$"))
+    # Its bar never squeezes: the whole title, "2 of 2" and "Open full size" each on one line.
+    title = lightbox.locator("#lightbox-title")
+    assert title.evaluate("e => e.scrollWidth <= e.clientWidth"), "the title is cut"
+    for part in ("#lightbox-position", "#lightbox-open"):
+        assert lightbox.locator(part).bounding_box()["height"] < 30, f"{part} wraps"
     expect(lightbox.locator("#lightbox-facts")).to_contain_text("60 \u00d7 40 px")
     chat.screenshot(path=shots / f"attachments-lightbox-{width}.png")
     chat.keyboard.press("Escape")
     expect(lightbox).to_be_hidden()
     expect(page_one).to_be_focused()
-    chat.reload()  # the description was written for the demo's reply: now it is shown
+    # The description was written for the demo's reply: the bubble was pushed again with it,
+    # so the lightbox shows it without a reload.
     bubble(chat, "user").last.locator(".msg-attachment-image").click()
     expect(lightbox.locator("#lightbox-description")).to_be_visible()
     lightbox.locator("#lightbox-description summary").click()
     expect(lightbox.locator("#lightbox-description-text")).to_contain_text("60 by 40 pixels")
     expect(lightbox.locator("#lightbox-described-by")).to_contain_text("from the pixels")
     sent = Message.objects.get(thread=chat.session.active_thread, speaker="user")
-    assert [a.name for a in sent.attachments.order_by("position")] == ["report.pdf", "image.png"]
+    names = [a.name for a in sent.attachments.order_by("position")]
+    assert names[0] == "report.pdf" and re.fullmatch(r"pasted [\d-]+ [\d.]+\.png", names[1])
     assert not Attachment.objects.filter(name="notes.md").exists()
     # The thumbnail is the stored image, served to the page that shows it.
     natural = person.locator(".msg-attachment-image img").evaluate("img => img.naturalWidth")

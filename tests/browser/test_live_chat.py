@@ -1,6 +1,7 @@
 """Journeys in a real headless Chromium against the live daphne server and Celery worker."""
 
 import re
+from datetime import UTC
 
 import pytest
 from playwright.sync_api import expect
@@ -199,3 +200,18 @@ def test_of_two_copies_of_a_new_bubble_the_one_further_along_stays(chat):
     arrive("queued")  # a late copy never takes it back
     expect(race).to_have_attribute("data-status", "done")
     assert race.count() == 1
+
+
+def test_a_message_of_another_year_says_its_year(chat):
+    """An imported chat's messages are from other years: their times say which."""
+    from datetime import datetime
+
+    from apps.chat.council.posting import message_post
+
+    thread = chat.session.active_thread
+    posted = message_post(thread=thread, author=thread.session.owner, text="/help")
+    then = datetime(2024, 3, 9, 14, 5, tzinfo=UTC)
+    Message.objects.filter(thread=thread).update(created_at=then)
+    chat.reload()
+    expect(chat.locator("time.msg-time").first).to_contain_text("2024")
+    assert posted is not None

@@ -52,10 +52,12 @@ def test_three_people_talk_whisper_and_see_each_other_live(
     sam, viewer = person("bob"), person("charlie")
     for each in (page, sam, viewer):
         open_thread(each, thread)
-    # Presence: everyone sees everyone.
-    for each in (page, sam, viewer):
-        for name in ("alice", "bob", "charlie"):
+    # Presence: everyone sees the others (not themselves).
+    for each, me in ((page, "alice"), (sam, "bob"), (viewer, "charlie")):
+        for name in {"alice", "bob", "charlie"} - {me}:
             expect(each.locator("#room-presence")).to_contain_text(name)
+        expect(each.locator("#room-presence .presence-person", has_text=me)).to_be_hidden()
+    expect(viewer.locator("#role-drawer summary")).not_to_contain_text("tap one")
     # The viewer reads live and cannot post; the member sees no settings.
     expect(viewer.get_by_text("You are a viewer in this room")).to_be_visible()
     expect(viewer.get_by_role("combobox", name="Message", exact=True)).to_have_count(0)

@@ -97,7 +97,12 @@ SCROLL_SETTLED = """() => new Promise(done => {
 
 @pytest.mark.parametrize("size", SIZES)
 def test_the_thread_header_stays_in_view_with_a_one_line_summary(chat, fast_demo, size, shots):
-    thread_fill(chat.session.active_thread, 60)
+    thread = chat.session.active_thread
+    thread_fill(thread, 60)
+    thread.label = (
+        "A very long thread title about the harbour scene at dawn and every shot after it"
+    )
+    thread.save(update_fields=["label"])
     chat.set_viewport_size({"width": size[0], "height": size[1]})
     chat.reload()
     title, new_chat = chat.locator(".chat-title"), chat.get_by_role("button", name="New chat")
@@ -105,6 +110,9 @@ def test_the_thread_header_stays_in_view_with_a_one_line_summary(chat, fast_demo
     # "Expo" of Export, the rest scrolled out of sight).
     tools = chat.locator(".chat-tools")
     assert tools.evaluate("el => el.scrollWidth - el.clientWidth") <= 0
+    # A long title ends in an ellipsis on one line; the actions stay on theirs.
+    assert title.bounding_box()["height"] <= ONE_LINE_PX
+    assert tools.bounding_box()["height"] <= ONE_LINE_PX + 8, "the header's actions wrapped"
     expect(tools.get_by_text("Export", exact=True)).to_be_in_viewport(ratio=1)
     expect(chat.get_by_role("button", name="Session settings")).to_be_visible()
     summary = chat.locator("#summary-strip")

@@ -316,3 +316,22 @@ def test_a_big_file_arrives_in_pieces_that_resume_where_the_server_says(
         assert stored.read() == data
     refused = alice_client.post("/account/import/begin/", {"name": "e.json", "size": "0"})
     assert refused.status_code == 422 and refused.json()["detail"] == "That file is empty."
+
+
+def test_an_imported_chat_goes_on_with_the_credential_its_person_uses(alice, bob, roles):
+    """Continuing an imported chat is answered by the model the person uses, not the demo."""
+    from apps.chat.records.imported import ImportedMessage, ImportedThread, session_import
+    from apps.chat.records.sessions import session_create
+    from apps.providers.services import credential_save
+
+    mine = credential_save(
+        owner=alice, name="Mine", provider="openai_compatible",
+        base_url="http://127.0.0.1:9/v1", api_key="",
+    )  # fmt: skip
+    session_create(owner=alice, name="Work", credential=mine, model="llama3.1")
+    thread = ImportedThread(messages=[ImportedMessage(speaker="user", text="Hello from 2024")])
+    written = session_import(owner=alice, name="Old chat", roles=None, threads=[thread])
+    assert written.session.credential == mine and written.session.model == "llama3.1"
+    # Bob has no credential: his imported chat is the demo's, as the summary strip says.
+    written = session_import(owner=bob, name="His", roles=None, threads=[thread])
+    assert written.session.credential is None

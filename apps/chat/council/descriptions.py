@@ -21,6 +21,7 @@ from apps.chat import livestate
 from apps.chat.council.attachment_parts import attachment_bytes, media_part
 from apps.chat.council.once import written_once
 from apps.chat.council.summaries import written_text
+from apps.chat.display import events
 from apps.chat.models import Attachment, Message, SessionRole
 from apps.chat.records.text import storable
 from apps.providers.models import Credential
@@ -141,7 +142,13 @@ async def _describe(attachment_id: int, describer: Describer | None) -> str:
 def _keep(attachment: Attachment, text: str, by: str) -> str:
     """The description, on every attachment of the same bytes in the session."""
     text = storable(text)
-    Attachment.objects.filter(
+    described = Attachment.objects.filter(
         session_id=attachment.session_id, sha256=attachment.sha256, stand_in=""
-    ).update(stand_in=text, described_by=by)
+    )
+    shown_in = list(
+        Message.objects.filter(attachments__in=described).distinct().select_related("thread")
+    )
+    described.update(stand_in=text, described_by=by)
+    for message in shown_in:  # the open tabs' lightboxes show it now, not after a reload
+        events.publish_message_replaced_on_commit(message=message, seq=0)
     return text

@@ -67,9 +67,20 @@ def session_import(
     model: str = "",
 ) -> ImportedSession:
     """A new session of `owner`'s holding the threads as written; read by its owner up to its
-    last message (nothing imported shows as unread)."""
+    last message (nothing imported shows as unread). Without a credential it takes the one
+    (and the model) of the owner's latest session that has one, so going on with an imported
+    chat is answered by the model they use, not by the demo."""
     if not threads or threads[0].parent is not None:
         raise ValueError("The first imported thread is the main one: it has no parent.")
+    if credential is None:
+        latest = (
+            Session.objects.filter(owner=owner, credential__isnull=False)
+            .select_related("credential")
+            .order_by("-updated_at")
+            .first()
+        )
+        if latest is not None:
+            credential, model = latest.credential, model or latest.model
     problems: list[str] = []
     with transaction.atomic():
         session = session_create(
