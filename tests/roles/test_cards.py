@@ -241,3 +241,27 @@ def test_other_applications_extensions_survive_import_and_export(alice, alice_cl
     exported = json.loads(alice_client.get(f"/roles/{role.handle}/card.json").content)
     extensions = exported["data"]["extensions"]
     assert {k: v for k, v in extensions.items() if k != "parley"} == card["data"]["extensions"]
+
+
+def test_a_characters_greeting_opens_each_new_chat(alice, roles):
+    """As in the application the card came from: its first message opens a session and each
+    new chat, {{user}} being the person; the roles read it as the chat's start."""
+    from apps.chat.council.posting import message_post
+    from apps.chat.council.requests import request_for_reply
+    from apps.chat.models import Message
+    from apps.chat.records.sessions import session_create
+    from apps.chat.records.threads import thread_create
+    from apps.roles.services import role_from_card
+
+    role = role_from_card(owner=alice, card=read_card(json.dumps(V2).encode(), "s.json"))
+    session = session_create(owner=alice, name="Glade", roles=[*roles[:1], role])
+    (greeting,) = Message.objects.filter(thread=session.active_thread)
+    assert greeting.speaker == role.handle and greeting.status == "done"
+    assert greeting.text == "*Seraphina smiles.* You're awake!"
+    posted = message_post(thread=session.active_thread, author=alice, text="@seraphina hi")
+    assert "You're awake!" in str(request_for_reply(message=posted.replies[0]).messages)
+    fresh = thread_create(session=session)
+    assert [m.text for m in Message.objects.filter(thread=fresh)] == [greeting.text]
+    # A session of roles without cards starts empty.
+    plain = session_create(owner=alice, name="Crew", roles=roles)
+    assert not Message.objects.filter(thread=plain.active_thread).exists()

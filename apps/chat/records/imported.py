@@ -84,7 +84,7 @@ def session_import(
     problems: list[str] = []
     with transaction.atomic():
         session = session_create(
-            owner=owner, name=name, roles=roles, credential=credential, model=model
+            owner=owner, name=name, roles=roles, credential=credential, model=model, greet=False
         )
         main = session.active_thread
         assert main is not None

@@ -40,3 +40,28 @@ def notice_create(*, thread: Thread, text: str, seq: int | None = None) -> Messa
         content=[{"type": "text", "text": storable(text)}],
         status=MessageStatus.DONE,
     )
+
+
+def greetings_post(*, thread: Thread, roles, person_name: str) -> list[Message]:
+    """Each character's greeting (its card's first message) opens a new chat, in roster
+    order, as in the application the card came from: a settled reply of that role, which the
+    roles read as the chat's start. Roles without a card greet nobody."""
+    greetings = []
+    for role in roles:
+        character = (role.card or {}).get("character") or {}
+        text = character.get("first_mes") if isinstance(character, dict) else None
+        if isinstance(text, str) and text.strip():
+            said = text.replace("{{char}}", role.display_name).replace("{{user}}", person_name)
+            greetings.append((role, storable(said.strip())))
+    if not greetings:
+        return []
+    seqs = allocate_seqs(thread, len(greetings))
+    now = timezone.now()
+    return Message.objects.bulk_create(
+        Message(
+            thread=thread, seq=seq, speaker=role.handle, kind=MessageKind.CHAT,
+            content=[{"type": "text", "text": said}], status=MessageStatus.DONE,
+            started_at=now, finished_at=now,
+        )
+        for seq, (role, said) in zip(seqs, greetings, strict=True)
+    )  # fmt: skip

@@ -10,7 +10,9 @@ from django.db import transaction
 
 from apps.chat.display import events
 from apps.chat.models import ContextKind, ContextVersion, Session, SessionRole, Thread
+from apps.chat.models import person_name as person_name_of
 from apps.chat.records.context import context_save, thread_snapshot
+from apps.chat.records.messages import greetings_post
 from apps.chat.records.text import clean_name, storable
 from apps.chat.selectors import attachments_bytes
 from apps.providers.models import Credential
@@ -32,11 +34,13 @@ def session_create(
     roles: list[Role] | None = None,
     disabled_tools: list[str] | None = None,
     persona_name: str = "",
+    greet: bool = True,
 ) -> Session:
-    """Create a session and its first, empty thread: with the roles chosen (else the default
+    """Create a session and its first thread: with the roles chosen (else the default
     ones), the credential and model (else the demo provider), the persona and memory, the
     tools switched off, and the MCP servers (the caller has checked the owner may use the
-    credential and the servers)."""
+    credential and the servers). With `greet`, characters from cards open it with their
+    greeting (an imported chat's session is written as it was, without)."""
     name = " ".join(storable(name).split())[:120] or "New session"
     if roles is not None and not roles:
         raise ValidationError("A session needs at least one role.")
@@ -70,6 +74,8 @@ def session_create(
         thread_snapshot(thread=thread)
         session.active_thread = thread
         session.save(update_fields=["active_thread"])
+        if greet:
+            greetings_post(thread=thread, roles=roles, person_name=person_name_of(owner))
         if mcp_servers:
             session.mcp_servers.set(mcp_servers)
     return session

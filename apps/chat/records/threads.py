@@ -20,9 +20,11 @@ from apps.chat.models import (
     Session,
     Thread,
     ThreadSummary,
+    person_name,
 )
 from apps.chat.records.attachments import attachments_forget
 from apps.chat.records.context import thread_snapshot
+from apps.chat.records.messages import greetings_post
 from apps.chat.records.naming import branch_name, thread_name, unique_name
 from apps.chat.records.text import clean_name
 from apps.chat.selectors import transcript_messages
@@ -34,6 +36,8 @@ def thread_create(*, session: Session) -> Thread:
         thread_snapshot(thread=thread)
         session.active_thread = thread
         session.save(update_fields=["active_thread", "updated_at"])
+        roles = [link.role for link in session.session_roles.select_related("role")]
+        greetings_post(thread=thread, roles=roles, person_name=person_name(session.owner))
         events.publish_thread_tree_on_commit(session_id=session.pk)
     return thread
 
