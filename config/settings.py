@@ -63,6 +63,7 @@ INSTALLED_APPS = [
     "apps.workspace",
     "apps.connectors",
     "apps.chat",
+    "apps.library",
     "apps.imports",
     "apps.api",
     "ninja",  # its API docs page with the bundled Swagger UI (no CDN)

@@ -19,6 +19,9 @@ WALL_SECONDS = 60
 ROOT = Path(__file__).resolve().parents[2]
 
 
+PAGE_BREAK = "\f"  # between pages in the child's answer (a form feed is never a page's text)
+
+
 class TooCostly(Exception):
     """The reading went past its ceiling, or its child stopped; the message says which."""
 
@@ -37,6 +40,13 @@ def pdf_text(data: bytes, *, max_chars: int) -> str:
         return _run("pdf_text", data, max_chars)
     except TooCostly as exc:
         return f"[the PDF's text could not be read: {exc}]"
+
+
+def pdf_pages(data: bytes, *, max_chars: int) -> list[str] | None:
+    """Each page's text (None: the PDF cannot be opened, or is encrypted); TooCostly past
+    the ceilings."""
+    text = _run("pdf_pages", data, max_chars)
+    return None if text is None else text.split(PAGE_BREAK)
 
 
 def pdf_first_page(data: bytes) -> bytes | None:
@@ -82,6 +92,9 @@ def main(argv: list[str]) -> int:
         value: Any = sniff.pdf_text(data, max_chars=int(argv[1]))
     elif argv[0] == "pdf_first_page":
         value = sniff.pdf_first_page(data)
+    elif argv[0] == "pdf_pages":
+        pages = sniff.pdf_pages(data, max_chars=int(argv[1]))
+        value = None if pages is None else PAGE_BREAK.join(p.replace("\f", " ") for p in pages)
     else:
         return 2
     # Plain data, marked by its kind (the answer of a child that read a hostile file is read

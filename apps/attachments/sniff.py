@@ -209,6 +209,30 @@ def pdf_text(data: bytes, *, max_chars: int = 200_000) -> str:
     return "\n\n".join(pieces)[:max_chars]
 
 
+def pdf_pages(data: bytes, *, max_chars: int) -> list[str] | None:
+    """Each page's text, in order, up to `max_chars` in all (a page that cannot be read is
+    empty); None when the PDF cannot be opened or is encrypted."""
+    try:
+        reader = PdfReader(io.BytesIO(data))
+        if reader.is_encrypted:
+            return None
+        pages = list(reader.pages)
+    except DAMAGED_FILE:
+        return None
+    texts: list[str] = []
+    size = 0
+    for page in pages:
+        try:
+            text = page.extract_text() or ""
+        except DAMAGED_FILE:
+            text = ""
+        texts.append(text[: max(0, max_chars - size)])
+        size += len(text)
+        if size >= max_chars:
+            break
+    return texts
+
+
 def pdf_first_page(data: bytes, *, edge: int = 800) -> bytes | None:
     """A PDF's first page as a PNG at most `edge` pixels on its long side (None when PDFium
     cannot draw it: the PDF is still attached and read)."""

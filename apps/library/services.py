@@ -1,0 +1,58 @@
+"""Writes for a session's library: a document read into chunks, in one transaction."""
+
+from __future__ import annotations
+
+import hashlib
+
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+
+from apps.library.chunking import chunks_of
+from apps.library.extraction import Unreadable, extract
+from apps.library.models import Chunk, Document, DocumentState
+
+
+class AlreadyThere(ValueError):
+    """The same bytes are in this library already."""
+
+
+def document_create(*, session, by, name: str, data: bytes) -> Document:
+    """A document waiting to be read; AlreadyThere when its bytes are in the library."""
+    digest = hashlib.sha256(data).hexdigest()
+    try:
+        with transaction.atomic():
+            return Document.objects.create(
+                session=session, added_by=by, name=name[:255], size=len(data), sha256=digest
+            )
+    except IntegrityError:
+        raise AlreadyThere(f"“{name}” is in this library already.") from None
+
+
+def document_index(*, document: Document, data: bytes) -> Document:
+    """Read the document into its chunks (those of an earlier reading are replaced); a file
+    that cannot be read ends FAILED with the reason, never as an empty document."""
+    Document.objects.filter(pk=document.pk).update(state=DocumentState.INDEXING, error="")
+    try:
+        sections = extract(document.name, data)
+    except Unreadable as exc:
+        Document.objects.filter(pk=document.pk).update(state=DocumentState.FAILED, error=str(exc))
+        document.refresh_from_db()
+        return document
+    chunks = chunks_of(sections)
+    pages = max((section.page or 0 for section in sections), default=0) or None
+    with transaction.atomic():
+        Chunk.objects.filter(document=document).delete()
+        Chunk.objects.bulk_create(
+            (
+                Chunk(document=document, seq=seq, text=c.text, page=c.page,
+                      heading=c.heading[:500], start=c.start, end=c.end)
+                for seq, c in enumerate(chunks)
+            ),
+            batch_size=500,
+        )  # fmt: skip
+        Document.objects.filter(pk=document.pk).update(
+            state=DocumentState.READY, pages=pages, chunks_count=len(chunks),
+            indexed_at=timezone.now(),
+        )  # fmt: skip
+    document.refresh_from_db()
+    return document

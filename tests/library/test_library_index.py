@@ -1,0 +1,135 @@
+"""The library's first parts: documents read into sections that say where they came from,
+cut into chunks at paragraphs and sentences, and found by the database's own full-text engine
+(FTS5 on SQLite, tsvector on PostgreSQL), scoped to one session's ready documents."""
+
+from __future__ import annotations
+
+import io
+
+import pytest
+from pypdf import PdfWriter
+
+from apps.chat.records.sessions import session_create
+from apps.library.chunking import chunks_of
+from apps.library.extraction import Section, Unreadable, extract
+from apps.library.models import Chunk, Document
+from apps.library.search import library_search, query_terms
+from apps.library.services import AlreadyThere, document_create, document_index
+from tests.attachments.test_sniff import text_pdf
+
+pytestmark = pytest.mark.django_db
+
+GUIDE = """# Harbour guide
+
+The harbour opens at dawn.
+
+## Tides
+
+Spring tides reach four metres. Boats must moor at the north quay when the tide turns.
+
+## Lighthouse
+
+The lighthouse keeper rings the bell at noon.
+"""
+
+
+def test_markdown_sections_keep_their_heading_path_and_place():
+    sections = extract("guide.md", GUIDE.encode())
+    assert [s.heading for s in sections] == [
+        "Harbour guide", "Harbour guide > Tides", "Harbour guide > Lighthouse"]  # fmt: skip
+    joined = "\n\n".join(s.text for s in sections)
+    for section in sections:  # each range points at its own text in the document's text
+        assert joined[section.start : section.start + len(section.text)] == section.text
+
+
+def test_html_csv_and_code_read_as_text_with_their_places():
+    page = b"<html><head><script>evil()</script></head><body><h1>Ships</h1><p>The ferry.</p>"
+    page += b"<h2>Fares</h2><p>Three &amp; six.</p></body></html>"
+    html = extract("ships.html", page)
+    assert [(s.heading, s.text) for s in html] == [("Ships", "The ferry."),
+                                                   ("Ships > Fares", "Three & six.")]  # fmt: skip
+    rows = "port,depth\n" + "".join(f"quay{n},{n}\n" for n in range(90))
+    table = extract("depths.csv", rows.encode())
+    assert len(table) == 3 and all(s.text.startswith("port,depth\n") for s in table)
+    assert table[0].heading == "rows 2-41"
+    code = extract("tide.py", b"def tide():\n    return 4\n")
+    assert code[0].text == "def tide():\n    return 4"
+
+
+def test_a_pdf_keeps_its_pages_and_a_scan_or_a_stranger_file_is_refused():
+    pages = extract("brief.pdf", text_pdf("The harbour brief"))
+    assert pages[0].page == 1 and "harbour brief" in pages[0].text
+    blank = io.BytesIO()
+    writer = PdfWriter()
+    writer.add_blank_page(width=200, height=200)
+    writer.write(blank)
+    with pytest.raises(Unreadable, match="no text layer"):
+        extract("scan.pdf", blank.getvalue())
+    with pytest.raises(Unreadable, match="not a PDF that can be opened"):
+        extract("broken.pdf", b"%PDF-1.7 nothing else")
+    with pytest.raises(Unreadable, match="reads PDFs, Markdown"):
+        extract("photo.jpg", b"\xff\xd8\xff")
+    with pytest.raises(Unreadable, match="not text"):
+        extract("notes.txt", b"\x00\x01binary")
+
+
+def test_chunks_are_cut_at_a_sentence_near_the_size_never_across_a_section():
+    sentence = "The tide turns at the north quay every evening. "
+    long = Section(sentence * 60, page=3, heading="Tides", start=100)
+    chunks = chunks_of([long, Section("Short one.", page=4, start=2000)], words=50)
+    assert all(c.text.endswith(".") for c in chunks[:-1])  # cut at a sentence's end
+    assert all(len(c.text.split()) <= 50 for c in chunks)
+    assert {c.page for c in chunks[:-1]} == {3} and chunks[-1].page == 4
+    assert chunks[0].start == 100 and chunks[-1].text == "Short one."
+    text = long.text
+    for chunk in chunks[:-1]:
+        assert text[chunk.start - 100 : chunk.end - 100] == chunk.text
+
+
+def test_search_finds_the_right_passage_in_this_session_only(alice, bob, roles):
+    mine = session_create(owner=alice, name="Harbour", roles=roles)
+    theirs = session_create(owner=bob, name="Other", roles=roles)
+    guide = document_index(
+        document=document_create(session=mine, by=alice, name="guide.md", data=GUIDE.encode()),
+        data=GUIDE.encode(),
+    )
+    assert guide.state == "ready" and guide.chunks_count == 3
+    other = "# Tides\n\nThe quay floods at high tide."
+    document_index(
+        document=document_create(session=theirs, by=bob, name="x.md", data=other.encode()),
+        data=other.encode(),
+    )
+    hits = library_search(session_id=mine.pk, question="Where must boats moor when the tide turns?")
+    assert hits and hits[0].chunk.heading == "Harbour guide > Tides"
+    assert all(hit.chunk.document.session_id == mine.pk for hit in hits)
+    assert library_search(session_id=mine.pk, question="helicopter") == []
+    # Stemming: "ringing bells" finds "rings the bell".
+    assert library_search(session_id=mine.pk, question="ringing bells")[0].chunk.heading.endswith(
+        "Lighthouse"
+    )
+    # Read again, the chunks are replaced (the index follows: no stale hit).
+    document_index(document=guide, data=b"# Moved\n\nNothing about boats.")
+    assert Chunk.objects.filter(document=guide).count() == 1
+    assert library_search(session_id=mine.pk, question="moor tide") == []
+
+
+def test_the_same_bytes_twice_and_an_unreadable_file_are_said_in_words(alice, roles):
+    session = session_create(owner=alice, name="Harbour", roles=roles)
+    document_create(session=session, by=alice, name="guide.md", data=GUIDE.encode())
+    with pytest.raises(AlreadyThere, match="already"):
+        document_create(session=session, by=alice, name="copy.md", data=GUIDE.encode())
+    scan = document_create(session=session, by=alice, name="a.jpg", data=b"\xff\xd8\xff")
+    failed = document_index(document=scan, data=b"\xff\xd8\xff")
+    assert failed.state == "failed" and "reads PDFs" in failed.error
+    assert Document.objects.filter(session=session).count() == 2
+
+
+def test_hostile_questions_are_words_never_query_syntax(alice, roles):
+    session = session_create(owner=alice, name="Harbour", roles=roles)
+    document_index(
+        document=document_create(session=session, by=alice, name="g.md", data=GUIDE.encode()),
+        data=GUIDE.encode(),
+    )
+    for question in ['tide" OR "x', "NEAR(tide quay)", "tide*", "heading:tides", "') --", "!!!"]:
+        library_search(session_id=session.pk, question=question)  # never an error
+    assert query_terms("How do the TIDES turn, and the tides?") == ["tides", "turn"]
