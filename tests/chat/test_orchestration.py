@@ -71,10 +71,10 @@ def council(anthropic_thread, settings):
 def test_all_fans_out_in_parallel_and_the_director_answers_last_seeing_everyone(
     alice, council, celery_worker, emulator
 ):
-    # Slow enough (~1 s a call) that the staggered three start while the lead still streams,
+    # Slow enough (~2 s a call) that the staggered three start while the lead still streams,
     # even on a loaded two-core machine.
     emulator.script(
-        *(answer(handle, tokens_per_second=15) for handle in FOUR),
+        *(answer(handle, tokens_per_second=8) for handle in FOUR),
         answer("director", text="I decide."),
     )
     posted = message_post(thread=council, author=alice, text="@all what opens the film?")

@@ -30,7 +30,8 @@ def tool_results(reply) -> list[dict]:
 def test_every_role_is_offered_the_same_tools():
     names = [definition.name for definition in tool_definitions()]
     assert names == sorted(
-        ["list_files", "list_roles", "read_file", "read_files", "read_memory", "read_messages",
+        ["library_search", "list_files", "list_roles", "read_file", "read_files", "read_memory",
+         "read_messages",
          "rename_thread",
          "search_files", "search_transcript", "suggest_route", "thread_info", "update_memory",
          "write_file"]

@@ -15,6 +15,7 @@ from apps.chat.records.context import context_save, thread_snapshot
 from apps.chat.records.messages import greetings_post
 from apps.chat.records.text import clean_name, storable
 from apps.chat.selectors import attachments_bytes
+from apps.library.selectors import library_bytes
 from apps.providers.models import Credential
 from apps.roles.models import Role
 from apps.roles.selectors import default_roles
@@ -203,10 +204,12 @@ def session_files_write(*, session: Session, path: str, data: bytes) -> FileInfo
 
 def session_workspace(session: Session) -> Workspace:
     """The session's folder of files (created when first used)."""
-    # One quota for the session's files: the workspace's and its attachments.
+    # One quota for the session's files: the workspace's, its attachments and its library.
     quota = settings.PARLEY_WORKSPACE_QUOTA_MB * 1024 * 1024
     return Workspace(
         settings.PARLEY_WORKSPACE_ROOT,
         session.public_id.hex,
-        quota_bytes=max(quota - attachments_bytes(session=session), 0),
+        quota_bytes=max(
+            quota - attachments_bytes(session=session) - library_bytes(session_id=session.pk), 0
+        ),
     )

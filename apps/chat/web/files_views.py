@@ -9,6 +9,7 @@ from django.views.decorators.http import require_GET, require_POST
 from apps.attachments.headers import content_disposition
 from apps.chat.access import Need
 from apps.chat.records.sessions import session_files_write, session_workspace
+from apps.chat.web import library_views
 from apps.chat.web.lookup import session_for
 from apps.workspace.files import WorkspaceError
 
@@ -23,6 +24,7 @@ def _panel(request, session, *, error: str = "", status: int = 200):
         "used": workspace.used_bytes(),
         "quota": workspace.quota_bytes,
         "error": error,
+        "library_html": library_views.panel_html(request, session),
     }
     return render(request, "chat/_files.html", context, status=status)
 

@@ -4,6 +4,7 @@ from apps.chat.web import (
     attachments_views,
     context_views,
     files_views,
+    library_views,
     rooms_views,
     sharing_views,
     turn_views,
@@ -24,6 +25,23 @@ urlpatterns = [
     path("s/<uuid:session>/files/upload/", files_views.files_upload, name="files_upload"),
     path("s/<uuid:session>/files/download/", files_views.files_download, name="files_download"),
     path("s/<uuid:session>/files/delete/", files_views.files_delete, name="files_delete"),
+    path("s/<uuid:session>/library/", library_views.library_panel, name="library_panel"),
+    path("s/<uuid:session>/library/add/", library_views.library_upload, name="library_upload"),
+    path(
+        "s/<uuid:session>/library/from-files/",
+        library_views.library_from_files,
+        name="library_from_files",
+    ),
+    path(
+        "s/<uuid:session>/library/<uuid:document>/reread/",
+        library_views.library_document_reread,
+        name="library_document_reread",
+    ),
+    path(
+        "s/<uuid:session>/library/<uuid:document>/remove/",
+        library_views.library_document_remove,
+        name="library_document_remove",
+    ),
     path(
         "t/<uuid:thread>/attachments/",
         attachments_views.attachments_upload,

@@ -1,0 +1,110 @@
+"""Thin views for a session's library, a section of the Files dialog: its documents and
+their state, adding documents (uploaded, or from the workspace), re-reading and removing.
+The room's rules: whoever reads the session sees the list; members and the owner change it."""
+
+from __future__ import annotations
+
+from django.core.exceptions import ValidationError
+from django.http import Http404
+from django.shortcuts import render
+from django.utils.safestring import SafeString, mark_safe
+from django.views.decorators.http import require_GET, require_POST
+
+from apps.chat.access import Need, room_access
+from apps.chat.records.library import (
+    MAX_DOCUMENT_BYTES,
+    library_add,
+    library_remove,
+    library_reread,
+)
+from apps.chat.records.sessions import session_workspace
+from apps.chat.web.lookup import session_for
+from apps.library.models import Document, DocumentState
+from apps.workspace.files import WorkspaceError
+
+MAX_DOCUMENTS_AT_ONCE = 100
+
+
+def panel_html(request, session) -> SafeString:
+    """The library's section as the Files dialog shows it (rendered, so escaped, here)."""
+    return mark_safe(_panel(request, session).content.decode())  # noqa: S308
+
+
+def _panel(request, session, *, error: str = "", status: int = 200):
+    documents = list(Document.objects.filter(session=session))
+    reading = any(d.state in (DocumentState.QUEUED, DocumentState.INDEXING) for d in documents)
+    context = {
+        "session": session,
+        "documents": documents,
+        "reading": reading,
+        "can_change": room_access(user=request.user, session=session) in ("owner", "member"),
+        "error": error,
+    }
+    return render(request, "chat/_library.html", context, status=status)
+
+
+def _document(session, public_id: str) -> Document:
+    document = Document.objects.filter(session=session, public_id=public_id).first()
+    if document is None:
+        raise Http404("No such document in this library.")
+    return document
+
+
+@require_GET
+def library_panel(request, session):
+    return _panel(request, session_for(request, session, Need.READ))
+
+
+@require_POST
+def library_upload(request, session):
+    """Each uploaded file into the library; one refused file is named, the others are added."""
+    session = session_for(request, session, Need.TALK)
+    uploads = request.FILES.getlist("documents")
+    if not uploads:
+        return _panel(request, session, error="Choose one or more documents.", status=422)
+    if len(uploads) > MAX_DOCUMENTS_AT_ONCE:
+        error = f"Add at most {MAX_DOCUMENTS_AT_ONCE} documents at once."
+        return _panel(request, session, error=error, status=422)
+    problems = []
+    for upload in uploads:
+        if (upload.size or 0) > MAX_DOCUMENT_BYTES:
+            problems.append(f"“{upload.name}” is over {MAX_DOCUMENT_BYTES // 1_048_576} MB.")
+            continue
+        try:
+            library_add(session=session, by=request.user, name=upload.name or "document",
+                        data=upload.read())  # fmt: skip
+        except ValidationError as exc:
+            problems.append(" ".join(exc.messages))
+    return _panel(request, session, error=" ".join(problems), status=422 if problems else 200)
+
+
+@require_POST
+def library_from_files(request, session):
+    """A file of the session's workspace, added to its library."""
+    session = session_for(request, session, Need.TALK)
+    path = request.POST.get("path", "")
+    try:
+        found = session_workspace(session).resolve(path)
+        if not found.is_file():
+            raise WorkspaceError(f"There is no file {path!r} in the workspace.")
+        if found.stat().st_size > MAX_DOCUMENT_BYTES:
+            raise WorkspaceError(f"“{path}” is over {MAX_DOCUMENT_BYTES // 1_048_576} MB.")
+        library_add(session=session, by=request.user, name=path, data=found.read_bytes())
+    except (WorkspaceError, ValidationError) as exc:
+        said = " ".join(exc.messages) if isinstance(exc, ValidationError) else str(exc)
+        return _panel(request, session, error=said, status=422)
+    return _panel(request, session)
+
+
+@require_POST
+def library_document_reread(request, session, document):
+    session = session_for(request, session, Need.TALK)
+    library_reread(document=_document(session, document))
+    return _panel(request, session)
+
+
+@require_POST
+def library_document_remove(request, session, document):
+    session = session_for(request, session, Need.TALK)
+    library_remove(document=_document(session, document))
+    return _panel(request, session)
