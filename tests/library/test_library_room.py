@@ -87,8 +87,8 @@ def test_the_files_dialog_holds_the_library_and_the_room_rules_apply(
     viewer.force_login(charlie)
     stranger.force_login(bob)
     base = f"/s/{session.public_id}/library/"
-    added = owner.post(base + "add/", {"documents": [
-        SimpleUploadedFile("guide.md", GUIDE), SimpleUploadedFile("photo.jpg", b"\xff\xd8\xff")]})  # fmt: skip
+    two = [SimpleUploadedFile("guide.md", GUIDE), SimpleUploadedFile("a.jpg", b"\xff\xd8\xff")]
+    added = owner.post(base + "add/", {"documents": two})
     assert added.status_code == 200 and "guide.md" in added.content.decode()
     wait_until(lambda: Document.objects.filter(state__in=["ready", "failed"]).count() == 2)
     files = owner.get(f"/s/{session.public_id}/files/").content.decode()
