@@ -38,6 +38,10 @@ def _parser() -> argparse.ArgumentParser:
         "--role", action="append", default=[], metavar="NAME=HANDLE",
         help="the role a model's replies go to (a handle, or new); repeat for each",
     )  # fmt: skip
+    library = commands.add_parser("library", help="a session's library: add documents, list")
+    library.add_argument("action", choices=["add", "list"])
+    library.add_argument("files", nargs="*", type=Path, metavar="FILE")
+    library.add_argument("--session", required=True, help="the session's name")
     login = commands.add_parser("login", help="save the server's address and your token")
     login.add_argument("--url", required=True, help="e.g. http://localhost:8000")
     login.add_argument("--token", required=True, help="pat_… (account menu → API tokens)")
@@ -59,6 +63,8 @@ def main(argv: list[str] | None = None) -> int:
         return asyncio.run(_ask(settings, args))
     if args.command == "import":
         return asyncio.run(_import(settings, args))
+    if args.command == "library":
+        return asyncio.run(_library(settings, args))
     from parley_cli.tui import ParleyChat
 
     app = ParleyChat(Api(settings), session=args.session, thread=args.thread)
@@ -66,6 +72,24 @@ def main(argv: list[str] | None = None) -> int:
     if app.return_code:
         return app.return_code
     return 0
+
+
+async def _library(settings: config.Config, args) -> int:
+    from parley_cli.library import add, show
+
+    api = Api(settings)
+    try:
+        if args.action == "add":
+            if not args.files:
+                print("Name one or more files to add.", file=sys.stderr)
+                return 2
+            return await add(api, args.session, args.files)
+        return await show(api, args.session)
+    except ApiError as exc:
+        print(exc.detail or f"The server answered {exc.status}.", file=sys.stderr)
+        return 1
+    finally:
+        await api.close()
 
 
 async def _ask(settings: config.Config, args) -> int:

@@ -21,6 +21,7 @@ from ninja.parser import Parser
 from apps.api.auth import TokenAuth
 from apps.api.endpoints import router
 from apps.api.import_endpoints import router as import_router
+from apps.api.library_endpoints import router as library_router
 from apps.api.limits import TokenRateThrottle
 from apps.api.stream import router as stream_router
 from apps.chat.records.attachments import MAX_FILES_AT_ONCE
@@ -56,6 +57,7 @@ api = NinjaAPI(
 api.add_router("/", router)
 api.add_router("/", stream_router)
 api.add_router("/", import_router)
+api.add_router("/", library_router)
 
 
 def _error(request, status: int, detail: str, field: str | None = None, **headers):

@@ -1,0 +1,65 @@
+"""The library through the API and `parley library` (against a real daphne and worker):
+documents added, read in the background, listed with their state, removed; the room's and
+the token's rules apply."""
+
+from __future__ import annotations
+
+import pytest
+from django.core.files.uploadedfile import SimpleUploadedFile
+from django.test import Client
+
+from apps.api.tokens import token_create
+from apps.chat.records.rooms import member_add
+from apps.chat.records.sessions import session_create
+from apps.library.models import Document
+from parley_cli.main import main
+from tests.conftest import wait_until
+
+pytestmark = pytest.mark.django_db(transaction=True)
+GUIDE = b"# Harbour guide\n\n## Tides\n\nBoats moor at the north quay when the tide turns.\n"
+
+
+def bearer(raw: str) -> dict:
+    return {"HTTP_AUTHORIZATION": f"Bearer {raw}"}
+
+
+def test_the_api_adds_lists_and_removes_documents(alice, bob, charlie, roles, celery_worker):
+    session = session_create(owner=alice, name="Harbour", roles=roles)
+    member_add(session=session, by=alice, username="charlie", role="viewer")
+    raw = token_create(user=alice, name="laptop", scope="post")[1]
+    reader = token_create(user=alice, name="reader", scope="read")[1]
+    viewer = token_create(user=charlie, name="viewer", scope="post")[1]
+    stranger = token_create(user=bob, name="bob", scope="post")[1]
+    url = f"/api/v1/sessions/{session.public_id}/library"
+    sent = Client().post(url, {"files": [SimpleUploadedFile("guide.md", GUIDE)]}, **bearer(raw))
+    assert sent.status_code == 201, sent.content
+    (document,) = sent.json()
+    assert document["name"] == "guide.md" and document["state"] in ("queued", "indexing", "ready")
+    wait_until(lambda: Client().get(url, **bearer(raw)).json()[0]["state"] == "ready")
+    listed = Client().get(url, **bearer(viewer)).json()  # a viewer reads it
+    assert listed[0]["passages"] == 1 and listed[0]["error"] == ""
+    again = Client().post(url, {"files": [SimpleUploadedFile("g.md", GUIDE)]}, **bearer(raw))
+    assert again.status_code == 422 and "already" in again.json()["detail"]
+    one = {"files": [SimpleUploadedFile("x.md", b"# x")]}
+    assert Client().post(url, one, **bearer(reader)).status_code == 403  # a read token
+    assert Client().post(url, one, **bearer(viewer)).status_code == 403  # a viewer
+    assert Client().get(url, **bearer(stranger)).status_code == 404  # not in the room
+    gone = Client().delete(f"{url}/{document['id']}", **bearer(raw))
+    assert gone.status_code == 204 and not Document.objects.exists()
+
+
+def test_parley_library_adds_waits_for_the_reading_and_lists(
+    alice, roles, celery_worker, asgi_server, monkeypatch, tmp_path, capsys
+):
+    session_create(owner=alice, name="Harbour", roles=roles)
+    monkeypatch.setenv("PARLEY_URL", asgi_server.url)
+    monkeypatch.setenv("PARLEY_TOKEN", token_create(user=alice, name="t", scope="post")[1])
+    monkeypatch.setenv("PARLEY_CONFIG", "/nonexistent/parley.json")
+    (tmp_path / "guide.md").write_bytes(GUIDE)
+    (tmp_path / "scan.jpg").write_bytes(b"\xff\xd8\xff")
+    files = [str(tmp_path / "guide.md"), str(tmp_path / "scan.jpg")]
+    assert main(["library", "add", *files, "--session", "Harbour"]) == 1  # one was refused
+    said = capsys.readouterr().out
+    assert "guide.md: 1 passage" in said and "scan.jpg: not added — " in said
+    assert main(["library", "list", "--session", "Harbour"]) == 0
+    assert "guide.md: 1 passage" in capsys.readouterr().out
