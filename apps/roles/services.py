@@ -12,7 +12,7 @@ from anyascii import anyascii
 from django.core.exceptions import ValidationError
 from django.core.files.base import ContentFile
 from django.core.files.storage import default_storage
-from django.db import transaction
+from django.db import IntegrityError, transaction
 from django.utils.text import slugify
 
 from apps.roles.cards import MAX_CARD_FILE_BYTES, Card, CardError, read_card
@@ -83,14 +83,22 @@ def role_for_imported_voice(*, owner, voice: str, source: str) -> Role:
     existing = imported_voice_role(owner, voice)
     if existing is not None:
         return existing
-    return Role.objects.create(
-        owner=owner,
-        handle=free_handle(voice, owner=owner),
-        display_name=voice[:80] or "Imported assistant",
-        description=f"Answered as {voice} in {source}."[:200],
-        colour=colour_for(voice),
-        card={"imported_voice": voice},
-    )
+    try:
+        with transaction.atomic():  # a savepoint: the caller's transaction goes on
+            return Role.objects.create(
+                owner=owner,
+                handle=free_handle(voice, owner=owner),
+                display_name=voice[:80] or "Imported assistant",
+                description=f"Answered as {voice} in {source}."[:200],
+                colour=colour_for(voice),
+                card={"imported_voice": voice},
+            )
+    except IntegrityError:
+        # Two imports of the person's made the same voice's role at once: theirs won.
+        existing = imported_voice_role(owner, voice)
+        if existing is None:
+            raise
+        return existing
 
 
 def role_from_card(*, owner, card: Card, pack: str = "") -> Role:
@@ -105,7 +113,22 @@ def role_from_card(*, owner, card: Card, pack: str = "") -> Role:
     card_fields = {"character": card.kept, "extensions": card.extensions}
     if card.lorebook.entries or any(card.lorebook.settings.values()):
         card_fields["lorebook"] = card.lorebook.settings
-    role = Role.objects.create(
+    for attempt in range(3):  # another of the person's imports may take the handle first
+        try:
+            with transaction.atomic():
+                role = _role_of_card(owner, card, card_fields, avatar_path, pack)
+                LoreEntry.objects.bulk_create(
+                    LoreEntry(role=role, **entry) for entry in card.lorebook.entries
+                )
+                return role
+        except IntegrityError:
+            if attempt == 2:
+                raise
+    raise AssertionError("unreachable")
+
+
+def _role_of_card(owner, card: Card, card_fields: dict, avatar_path: str, pack: str) -> Role:
+    return Role.objects.create(
         owner=owner,
         handle=free_handle(card.name, owner=owner),
         display_name=card.name,
@@ -121,8 +144,6 @@ def role_from_card(*, owner, card: Card, pack: str = "") -> Role:
         can_write=card.can_write,
         card=card_fields,
     )
-    LoreEntry.objects.bulk_create(LoreEntry(role=role, **entry) for entry in card.lorebook.entries)
-    return role
 
 
 def roles_from_cards(

@@ -1438,3 +1438,19 @@
     });
   }).observe(notices, { childList: true });
 })();
+
+// A reply's citation of the library opens its passage in place (the link is a page of its
+// own without script, or in a new tab).
+(function () {
+  "use strict";
+  document.addEventListener("click", function (evt) {
+    const link = evt.target.closest && evt.target.closest('#transcript a[href*="/library/"][href*="/passages/"]');
+    if (!link || evt.ctrlKey || evt.metaKey || evt.shiftKey || !window.htmx) return;
+    const dialog = document.getElementById("passage-dialog");
+    if (!dialog) return;
+    evt.preventDefault();
+    document.getElementById("passage-dialog-body").innerHTML = '<p class="muted" role="status">Loading…</p>';
+    if (!dialog.open) dialog.showModal();
+    htmx.ajax("GET", link.getAttribute("href"), { target: "#passage-dialog-body", swap: "innerHTML" });
+  });
+})();

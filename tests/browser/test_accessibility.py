@@ -16,6 +16,8 @@ from apps.chat.records.rooms import member_add
 from apps.chat.records.sessions import session_create
 from apps.chat.records.sharing import share_create
 from apps.imports.models import ImportJob, ImportStatus
+from apps.library.models import Chunk
+from apps.library.services import document_create, document_index
 from apps.roles.cards import read_card
 from apps.roles.services import role_from_card
 from tests.browser.test_live_chat import log_in
@@ -43,9 +45,13 @@ def world(alice, bob, roles):
     thread = session.active_thread
     member_add(session=session, by=alice, username="bob")
     posted = message_post(thread=thread, author=alice, text="@director open on the harbour")
+    guide = b"# Guide\n\nThe harbour bell rings at dawn, three times."
+    document = document_create(session=session, by=alice, name="guide.md", data=guide)
+    document_index(document=document, data=guide)
+    mark = f"[L{Chunk.objects.get(document=document).pk}]"
+    said = f"Dawn, **fog**, “the harbour bell rings at dawn” {mark}.\n\n```python\nprint(1)\n```"
     Message.objects.filter(pk=posted.replies[0].pk).update(
-        status=MessageStatus.DONE,
-        content=[{"type": "text", "text": "Dawn, **fog**, a bell.\n\n```python\nprint(1)\n```"}],
+        status=MessageStatus.DONE, content=[{"type": "text", "text": said}]
     )
     whisper = message_post(thread=thread, author=alice, text="/whisper @director @bob quietly")
     for reply in whisper.replies:
@@ -119,6 +125,11 @@ def test_no_page_or_dialog_has_a_serious_accessibility_violation(page, world, sc
         expect(page.locator(f"{dialog} form, {dialog} h2").first).to_be_visible()
         found += violations(page, where)
         page.keyboard.press("Escape")
+    # A citation opens its passage in place, the quoted words marked.
+    page.locator("#transcript a", has_text="[1]").first.click()
+    expect(page.locator("#passage-dialog mark")).to_have_text("The harbour bell rings at dawn")
+    found += violations(page, "a cited passage")
+    page.keyboard.press("Escape")
     page.locator(".share-menu summary").click()
     page.get_by_role("button", name="Share a read-only link…").click()
     expect(page.get_by_role("dialog", name="Share a read-only link")).to_be_visible()

@@ -22,6 +22,7 @@ from apps.chat.council.prompting import (
     length_rule,
 )
 from apps.chat.council.tools import ToolContext, session_tool_definitions
+from apps.chat.display.citations import cited_markdown
 from apps.chat.models import Message, Stage, ToolMode, Turn, person_name, reply_words
 from apps.chat.records.context import thread_context
 from apps.chat.selectors import message_block_text, speaker_names, transcript_messages
@@ -175,6 +176,7 @@ def request_for_reply(
             None,
             [
                 _stage_cue(message, turn),
+                _citation_cue(message, transcript, session_id=session.pk),
                 length_rule(reply_words((turn and turn.reply_length) or session.reply_length)),
                 format_rule(intent or "", role_has_rules=bool(speaker.output_rules.strip())),
                 lore_block(lore),
@@ -284,6 +286,31 @@ def _stage_cue(message: Message, turn: Turn | None) -> str:
     if message.stage == Stage.LAST:
         return LAST_CUE
     return SEQUENTIAL_CUE if turn.sequential else ""
+
+
+def _citation_cue(message: Message, transcript: list[TranscriptEntry], *, session_id: int) -> str:
+    """The convergence role is told which quotations of this turn's answers were not found
+    in the library passages they cite (it weighs them, and need not repeat them)."""
+    if message.stage != Stage.LAST:
+        return ""
+    since_asked: list[TranscriptEntry] = []
+    for entry in reversed(transcript):
+        if entry.is_user:
+            break
+        since_asked.append(entry)
+    failed = [
+        f"“{check.quote}” ({entry.speaker_name})"
+        for entry in reversed(since_asked)
+        if "[L" in entry.text
+        for check in cited_markdown(entry.text, session_id=session_id)[1]
+        if not check.verified
+    ]
+    if not failed:
+        return ""
+    return (
+        "Citation check: these quotations were not found in the library passages they cite, "
+        "so do not rely on them as quoted: " + "; ".join(failed) + "."
+    )
 
 
 @dataclass(frozen=True)

@@ -12,6 +12,7 @@ from django.utils.safestring import SafeString, mark_safe
 
 from apps.chat.access import session_roles_by_handle
 from apps.chat.display import frames
+from apps.chat.display.citations import cited_markdown
 from apps.chat.display.details import reply_details
 from apps.chat.display.markdown import render_markdown
 from apps.chat.models import (
@@ -137,7 +138,9 @@ def bubble_context(
         "streaming": streaming,
         "text": text,
         # Markdown is rendered once a reply settles; while it streams the raw text grows.
-        "body_html": None if streaming else render_markdown(text, breaks=message.is_user),
+        "body_html": None
+        if streaming
+        else render_markdown(_with_citations(message, text), breaks=message.is_user),
         "tools": activity,
         "suggestions": suggestions,
         "can_rerun": message.kind == MessageKind.CHAT and not message.is_user and not streaming,
@@ -147,6 +150,13 @@ def bubble_context(
         "attachments": attachments,
         "describing": _describing(message, attachments),
     }
+
+
+def _with_citations(message: Message, text: str) -> str:
+    """A reply's library marks as links to their passages, its quotations checked."""
+    if message.is_user or "[L" not in text:
+        return text
+    return cited_markdown(text, session_id=message.thread.session_id)[0]
 
 
 def _describing(message: Message, attachments: list) -> list[str]:

@@ -12,6 +12,7 @@ from django.utils import timezone
 
 from apps.chat.access import session_roles_by_handle
 from apps.chat.display.bubbles import shown_text, whisper_label
+from apps.chat.display.citations import cited_markdown
 from apps.chat.display.markdown import render_markdown
 from apps.chat.models import (
     Attachment,
@@ -148,7 +149,12 @@ def export_html(thread: Thread, *, user) -> tuple[str, str]:
                 "ink": role.ink if role else "",
                 "ink_dark": role.ink_dark if role else "",
                 "whisper": whisper_label(message),
-                "html": render_markdown(shown_text(message), breaks=message.is_user),
+                "html": render_markdown(
+                    shown_text(message)
+                    if message.is_user
+                    else cited_markdown(shown_text(message), session_id=thread.session_id)[0],
+                    breaks=message.is_user,
+                ),
                 "attachments": [inline.shown(a) for a in attachments.get(message.pk, [])],
             }
         )

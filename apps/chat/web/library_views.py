@@ -4,6 +4,8 @@ The room's rules: whoever reads the session sees the list; members and the owner
 
 from __future__ import annotations
 
+import re
+
 from django.core.exceptions import ValidationError
 from django.http import Http404
 from django.shortcuts import render
@@ -19,7 +21,7 @@ from apps.chat.records.library import (
 )
 from apps.chat.records.sessions import session_workspace
 from apps.chat.web.lookup import session_for
-from apps.library.models import Document, DocumentState
+from apps.library.models import Chunk, Document, DocumentState
 from apps.workspace.files import WorkspaceError
 
 MAX_DOCUMENTS_AT_ONCE = 100
@@ -108,3 +110,35 @@ def library_document_remove(request, session, document):
     session = session_for(request, session, Need.TALK)
     library_remove(document=_document(session, document))
     return _panel(request, session)
+
+
+@require_GET
+def library_passage(request, session, document, seq: int):
+    """One passage of a document, where it is, the quoted words marked (`?quote=`): the page
+    a citation's link opens (the dialog shows its part)."""
+    session = session_for(request, session, Need.READ)
+    chunk = (
+        Chunk.objects.filter(document__session=session, document__public_id=document, seq=seq)
+        .select_related("document")
+        .first()
+    )
+    if chunk is None:
+        raise Http404("No such passage in this library.")
+    before, marked, after = _marked(chunk.text, request.GET.get("quote", "")[:800])
+    context = {"session": session, "chunk": chunk, "before": before, "marked": marked,
+               "after": after}  # fmt: skip
+    template = "chat/_passage.html" if request.htmx else "chat/passage.html"
+    return render(request, template, context)
+
+
+def _marked(text: str, quote: str) -> tuple[str, str, str]:
+    """The passage split around the quoted words, when they are in it (case and spacing
+    aside)."""
+    words = quote.split()
+    if not words:
+        return text, "", ""
+    pattern = r"\s+".join(re.escape(word) for word in words)
+    found = re.search(pattern, text, re.IGNORECASE)
+    if found is None:
+        return text, "", ""
+    return text[: found.start()], found.group(0), text[found.end() :]

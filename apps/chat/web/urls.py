@@ -38,6 +38,11 @@ urlpatterns = [
         name="library_document_reread",
     ),
     path(
+        "s/<uuid:session>/library/<uuid:document>/passages/<int:seq>/",
+        library_views.library_passage,
+        name="library_passage",
+    ),
+    path(
         "s/<uuid:session>/library/<uuid:document>/remove/",
         library_views.library_document_remove,
         name="library_document_remove",
