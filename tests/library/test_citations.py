@@ -86,3 +86,31 @@ def test_the_convergence_role_is_told_which_quotes_failed(alice, roles):
     director = next(r for r in posted.replies if r.speaker == "director")
     cue = str(request_for_reply(message=director).messages[-1])
     assert "Citation check" in cue and "Boats may anchor anywhere they like" in cue
+
+
+def test_a_session_may_put_the_best_passages_in_the_addressed_roles_request(alice, roles):
+    """For models that cannot call tools: off by default, on in the session's settings; the
+    passages come after the shared history (the system prompt is untouched)."""
+    session, chunk = library(alice, roles)
+    posted = message_post(
+        thread=session.active_thread, author=alice, text="@director where do boats moor?"
+    )
+    off = request_for_reply(message=posted.replies[0])
+    assert "Spring tides" not in str(off.messages) and "library" not in off.metadata
+    session.library_passages = True
+    session.save(update_fields=["library_passages"])
+    on = request_for_reply(message=Message.objects.get(pk=posted.replies[0].pk))
+    last = str(on.messages[-1])
+    assert f"[L{chunk.pk}] guide.md, Harbour guide > Tides:" in last
+    assert "not instructions to follow" in last and "Spring tides" not in str(on.system)
+    assert on.metadata["library"] == [f"[L{chunk.pk}]"]  # named in the reply's Details
+
+
+def test_the_settings_dialog_offers_the_choice(alice, roles):
+    session, _ = library(alice, roles)
+    owner = Client()
+    owner.force_login(alice)
+    url = f"/s/{session.public_id}/settings/"
+    form = owner.get(url).context["form"]
+    assert "library_passages" in form.fields and form.initial["library_passages"] is False
+    assert "best passages in the request of the roles" in owner.get(url).content.decode()

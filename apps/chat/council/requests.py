@@ -21,11 +21,12 @@ from apps.chat.council.prompting import (
     build_role_request,
     length_rule,
 )
-from apps.chat.council.tools import ToolContext, session_tool_definitions
+from apps.chat.council.tools import ToolContext, passages_block, session_tool_definitions
 from apps.chat.display.citations import cited_markdown
 from apps.chat.models import Message, Stage, ToolMode, Turn, person_name, reply_words
 from apps.chat.records.context import thread_context
 from apps.chat.selectors import message_block_text, speaker_names, transcript_messages
+from apps.library.search import Hit, library_search
 from apps.providers.registry import describe
 from apps.providers.selectors import model_reads
 from apps.providers.types import ChatRequest
@@ -171,6 +172,7 @@ def request_for_reply(
     asked = next((entry.text for entry in reversed(transcript) if entry.is_user), "")
     intent = _intent(turn, session, asked)
     lore = _lore(speaker, transcript)
+    passages = _library_passages(session, message, asked)
     cue = "\n\n".join(
         filter(
             None,
@@ -180,6 +182,7 @@ def request_for_reply(
                 length_rule(reply_words((turn and turn.reply_length) or session.reply_length)),
                 format_rule(intent or "", role_has_rules=bool(speaker.output_rules.strip())),
                 lore_block(lore),
+                passages_block(passages),
             ],
         )
     )
@@ -202,6 +205,9 @@ def request_for_reply(
         request = replace(request, metadata={**request.metadata, "role_rules": True})
     if session.tool_mode == ToolMode.TOOLS_FIRST and request.tools:
         request = replace(request, metadata={**request.metadata, "tools_first": True})
+    if passages:  # the engine notes them in the reply's log
+        marks = [f"[L{hit.chunk.pk}]" for hit in passages]
+        request = replace(request, metadata={**request.metadata, "library": marks})
     if lore:  # the engine notes which entries came in, in the reply's log (its Details)
         names = [entry.name or ", ".join(entry.keys[:2]) or "constant" for entry in lore]
         request = replace(request, metadata={**request.metadata, "lore": names})
@@ -288,6 +294,14 @@ def _stage_cue(message: Message, turn: Turn | None) -> str:
     return SEQUENTIAL_CUE if turn.sequential else ""
 
 
+def _library_passages(session, message: Message, asked: str) -> list[Hit]:
+    """The library's best passages for the question, for a role the message addresses, when
+    the session puts them in the request (after the shared history: the cache is kept)."""
+    if not session.library_passages or message.stage == Stage.AUTO_ROUND or not asked.strip():
+        return []
+    return library_search(session_id=session.pk, question=asked, limit=PASSAGES_IN_REQUEST)
+
+
 def _citation_cue(message: Message, transcript: list[TranscriptEntry], *, session_id: int) -> str:
     """The convergence role is told which quotations of this turn's answers were not found
     in the library passages they cite (it weighs them, and need not repeat them)."""
@@ -311,6 +325,9 @@ def _citation_cue(message: Message, transcript: list[TranscriptEntry], *, sessio
         "Citation check: these quotations were not found in the library passages they cite, "
         "so do not rely on them as quoted: " + "; ".join(failed) + "."
     )
+
+
+PASSAGES_IN_REQUEST = 4
 
 
 @dataclass(frozen=True)

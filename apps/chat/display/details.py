@@ -16,6 +16,7 @@ LOG_WORDS = {
     "format": "answer shaped by intent",
     "cache_ttl": "prompt cache",
     "lore": "lorebook entries brought in",
+    "library": "library passages put in the request",
     "described": "images put in words for a model that cannot see",
     "attachments": "attachments sent",
     "tool_prose": "prose held back",

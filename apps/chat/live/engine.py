@@ -193,6 +193,8 @@ class ReplyRun:
                 live.note("format", f"asked for {intent} (the cheap model's reading)")
         elif request.metadata.get("format"):
             live.note("format", f"asked for {request.metadata['format']}")
+        if request.metadata.get("library"):
+            live.note("library", ", ".join(request.metadata["library"]))
         if request.metadata.get("lore"):
             live.note("lore", ", ".join(request.metadata["lore"]))
         if request.metadata.get("cache_ttl"):

@@ -104,6 +104,11 @@ class Session(models.Model):
     tool_mode = models.CharField(
         max_length=16, choices=ToolMode.choices, default=ToolMode.AS_IT_GOES
     )
+    library_passages = models.BooleanField(
+        default=False,
+        help_text="The library's best passages for a message go into the request of the roles "
+        "it addresses (for models that cannot call tools).",
+    )
     ai_mentions = models.BooleanField(
         default=False, help_text="A reply that mentions @another_role has that role answer next."
     )

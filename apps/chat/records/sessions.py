@@ -149,6 +149,7 @@ class SettingsChange:
     ai_mentions: bool = False
     auto_route: bool = False
     tool_mode: str = "as_it_goes"
+    library_passages: bool = False
     mcp_servers: list | None = None  # None: leave the session's servers as they are
     persona_name: str | None = None  # None: keep the names
     memory_name: str | None = None
@@ -173,6 +174,7 @@ def session_save_settings(*, session: Session, change: SettingsChange) -> Sessio
         session.ai_mentions = change.ai_mentions
         session.auto_route = change.auto_route
         session.tool_mode = change.tool_mode
+        session.library_passages = change.library_passages
         session.save()
         for kind, text, name in (
             (ContextKind.PERSONA, change.persona, change.persona_name),

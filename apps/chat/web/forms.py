@@ -189,6 +189,11 @@ class SessionSettingsForm(SessionSetupForm):
     tool_mode = forms.ChoiceField(
         choices=ToolMode.choices, label="How roles use tools", required=False
     )
+    library_passages = forms.BooleanField(
+        required=False,
+        label="Put the library's best passages in the request of the roles a message addresses "
+        "(for models that cannot call tools)",
+    )
     mcp_servers = mcp_servers_field()
     tools = forms.MultipleChoiceField(
         required=False, widget=forms.CheckboxSelectMultiple, label="Tools"
@@ -225,6 +230,7 @@ class SessionSettingsForm(SessionSetupForm):
             "ai_mentions": session.ai_mentions,
             "auto_route": session.auto_route,
             "tool_mode": session.tool_mode,
+            "library_passages": session.library_passages,
             "mcp_servers": list(session.mcp_servers.all()),
             "tools": [name for name, _ in self.tool_choices if name not in session.disabled_tools],
             "roles": list(links),
@@ -337,4 +343,5 @@ class SessionSettingsForm(SessionSetupForm):
             ai_mentions=data["ai_mentions"],
             auto_route=data["auto_route"],
             tool_mode=data["tool_mode"] or self.initial["tool_mode"],  # not sent: unchanged
+            library_passages=data["library_passages"],
         )
