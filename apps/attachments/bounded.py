@@ -49,6 +49,14 @@ def pdf_pages(data: bytes, *, max_chars: int) -> list[str] | None:
     return None if text is None else text.split(PAGE_BREAK)
 
 
+def pdf_page(data: bytes, number: int) -> bytes | None:
+    """sniff.pdf_page_picture, bounded; None when it cannot be drawn or costs too much."""
+    try:
+        return _run("pdf_page", data, number)
+    except TooCostly:
+        return None
+
+
 def pdf_first_page(data: bytes) -> bytes | None:
     """sniff.pdf_first_page, bounded; None (no preview) when it costs too much."""
     try:
@@ -92,6 +100,8 @@ def main(argv: list[str]) -> int:
         value: Any = sniff.pdf_text(data, max_chars=int(argv[1]))
     elif argv[0] == "pdf_first_page":
         value = sniff.pdf_first_page(data)
+    elif argv[0] == "pdf_page":
+        value = sniff.pdf_page_picture(data, number=int(argv[1]))
     elif argv[0] == "pdf_pages":
         pages = sniff.pdf_pages(data, max_chars=int(argv[1]))
         value = None if pages is None else PAGE_BREAK.join(p.replace("\f", " ") for p in pages)

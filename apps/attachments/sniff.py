@@ -236,12 +236,20 @@ def pdf_pages(data: bytes, *, max_chars: int) -> list[str] | None:
 def pdf_first_page(data: bytes, *, edge: int = 800) -> bytes | None:
     """A PDF's first page as a PNG at most `edge` pixels on its long side (None when PDFium
     cannot draw it: the PDF is still attached and read)."""
+    return pdf_page_picture(data, number=1, edge=edge)
+
+
+def pdf_page_picture(data: bytes, *, number: int, edge: int = 800) -> bytes | None:
+    """Page `number` (from 1) of a PDF as a PNG at most `edge` pixels on its long side; None
+    when PDFium cannot draw it or there is no such page."""
     import pypdfium2
 
     try:
         document = pypdfium2.PdfDocument(data)
         try:
-            page = document[0]
+            if not 1 <= number <= len(document):
+                return None
+            page = document[number - 1]
             width, height = page.get_size()
             picture = page.render(scale=edge / max(width, height, 1.0)).to_pil()
         finally:

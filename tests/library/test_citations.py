@@ -4,8 +4,13 @@ convergence role is told which failed, and exports keep the marks."""
 
 from __future__ import annotations
 
+import io
+
 import pytest
+from django.core.files.base import ContentFile
+from django.core.files.storage import default_storage
 from django.test import Client
+from PIL import Image
 
 from apps.chat.council.posting import message_post
 from apps.chat.council.requests import request_for_reply
@@ -15,7 +20,9 @@ from apps.chat.display.exports import export_html
 from apps.chat.models import Message, MessageStatus
 from apps.chat.records.sessions import session_create
 from apps.library.models import Chunk
+from apps.library.selectors import stored_name
 from apps.library.services import document_create, document_index
+from tests.attachments.test_sniff import text_pdf
 
 pytestmark = pytest.mark.django_db
 GUIDE = b"""# Harbour guide
@@ -114,3 +121,24 @@ def test_the_settings_dialog_offers_the_choice(alice, roles):
     form = owner.get(url).context["form"]
     assert "library_passages" in form.fields and form.initial["library_passages"] is False
     assert "best passages in the request of the roles" in owner.get(url).content.decode()
+
+
+def test_a_pdf_passage_opens_beside_its_page_drawn(alice, bob, roles):
+    session = session_create(owner=alice, name="Brief", roles=roles)
+    data = text_pdf("The harbour brief says dawn")
+    document = document_create(session=session, by=alice, name="brief.pdf", data=data)
+    default_storage.save(stored_name(document), ContentFile(data))
+    document_index(document=document, data=data)
+    chunk = Chunk.objects.get(document=document)
+    owner = Client()
+    owner.force_login(alice)
+    base = f"/s/{session.public_id}/library/{document.public_id}"
+    page = owner.get(f"{base}/passages/{chunk.seq}/").content.decode()
+    assert f'src="{base}/pages/1.png"' in page and 'alt="Page 1 of brief.pdf"' in page
+    drawn = owner.get(f"{base}/pages/1.png")
+    assert drawn.status_code == 200 and drawn["Content-Type"] == "image/png"
+    assert Image.open(io.BytesIO(drawn.content)).size[0] > 100
+    assert owner.get(f"{base}/pages/9.png").status_code == 404  # no such page
+    stranger = Client()
+    stranger.force_login(bob)
+    assert stranger.get(f"{base}/pages/1.png").status_code == 404

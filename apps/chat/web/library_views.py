@@ -7,11 +7,13 @@ from __future__ import annotations
 import re
 
 from django.core.exceptions import ValidationError
-from django.http import Http404
+from django.core.files.storage import default_storage
+from django.http import Http404, HttpResponse
 from django.shortcuts import render
 from django.utils.safestring import SafeString, mark_safe
 from django.views.decorators.http import require_GET, require_POST
 
+from apps.attachments import bounded
 from apps.chat.access import Need, room_access
 from apps.chat.records.library import (
     MAX_DOCUMENT_BYTES,
@@ -22,6 +24,7 @@ from apps.chat.records.library import (
 from apps.chat.records.sessions import session_workspace
 from apps.chat.web.lookup import session_for
 from apps.library.models import Chunk, Document, DocumentState
+from apps.library.selectors import stored_name
 from apps.workspace.files import WorkspaceError
 
 MAX_DOCUMENTS_AT_ONCE = 100
@@ -142,3 +145,21 @@ def _marked(text: str, quote: str) -> tuple[str, str, str]:
     if found is None:
         return text, "", ""
     return text[: found.start()], found.group(0), text[found.end() :]
+
+
+@require_GET
+def library_page_picture(request, session, document, page: int):
+    """A PDF document's page, drawn (beside a cited passage), for whoever reads the session."""
+    session = session_for(request, session, Need.READ)
+    found = _document(session, document)
+    try:
+        with default_storage.open(stored_name(found), "rb") as stored:
+            data = stored.read()
+    except OSError:
+        raise Http404("The document's file is gone.") from None
+    picture = bounded.pdf_page(data, page) if data[:5] == b"%PDF-" else None
+    if picture is None:
+        raise Http404("No such page to draw.")
+    response = HttpResponse(picture, content_type="image/png")
+    response["Cache-Control"] = "private, max-age=3600"
+    return response

@@ -43,6 +43,11 @@ urlpatterns = [
         name="library_passage",
     ),
     path(
+        "s/<uuid:session>/library/<uuid:document>/pages/<int:page>.png",
+        library_views.library_page_picture,
+        name="library_page_picture",
+    ),
+    path(
         "s/<uuid:session>/library/<uuid:document>/remove/",
         library_views.library_document_remove,
         name="library_document_remove",
