@@ -67,10 +67,10 @@ def add_documents(
     session_id: UUID,
     files: list[UploadedFile] = File(..., min_length=1, max_length=MAX_DOCUMENTS_AT_ONCE),  # noqa: B008
 ):
-    """PDFs (with a text layer), Markdown, text, HTML, CSV and source files as multipart
-    `files`; each is read in the background (poll the library for its state). A file the
-    library refuses (empty, too big, there already, over the session's quota) is said in
-    `detail`; the ones before it are kept."""
+    """PDFs (with a text layer), Word documents, Markdown, text, HTML, CSV and source files
+    as multipart `files`; each is read in the background (poll the library for its state). A
+    file the library refuses (empty, too big, there already, over the session's quota) is
+    said in `detail`; the ones before it are kept."""
     require_post_scope(request)
     session = _session(request, session_id, Need.TALK)
     added = []

@@ -12,6 +12,7 @@ from __future__ import annotations
 import csv
 import io
 import re
+import zipfile
 from dataclasses import dataclass
 from html.parser import HTMLParser
 from pathlib import PurePosixPath
@@ -30,6 +31,10 @@ CODE_SUFFIXES = {
     ".cpp", ".hpp", ".cs", ".swift", ".sh", ".sql", ".r", ".toml", ".yaml", ".yml", ".json",
     ".ini", ".cfg", ".xml", ".css",
 }  # fmt: skip
+# A Word document is a zip: measured before it is opened.
+MAX_DOCX_MEMBERS = 2_000
+MAX_DOCX_UNPACKED = 200 * 1024 * 1024
+MAX_RATIO = 200  # a member unpacking to more than this many times its size is a bomb
 MARKDOWN_HEADING = re.compile(r"^(#{1,6})[ \t]+(.+?)[ \t#]*$", re.M)
 
 
@@ -50,6 +55,8 @@ def extract(name: str, data: bytes) -> list[Section]:
     suffix = PurePosixPath(name.lower()).suffix
     if data[:5] == b"%PDF-" or suffix == ".pdf":
         sections = _pdf(name, data)
+    elif suffix == ".docx":
+        sections = _docx(name, data)
     elif suffix in HTML_SUFFIXES:
         sections = _html(_decoded(name, data))
     elif suffix in TABLE_SUFFIXES:
@@ -61,7 +68,8 @@ def extract(name: str, data: bytes) -> list[Section]:
         sections = [Section(text)] if suffix in CODE_SUFFIXES else _paragraphs(text)
     else:
         raise Unreadable(
-            f"“{name}”: the library reads PDFs, Markdown, text, HTML, CSV and source files."
+            f"“{name}”: the library reads PDFs, Word (.docx), Markdown, text, HTML, CSV and "
+            "source files."
         )
     placed, offset = [], 0
     for section in sections:
@@ -99,6 +107,53 @@ def _pdf(name: str, data: bytes) -> list[Section]:
             "text. Run it through OCR first."
         )
     return [Section(storable(text), page=number) for number, text in enumerate(pages, 1)]
+
+
+def _docx(name: str, data: bytes) -> list[Section]:
+    """A Word document's paragraphs under their heading path, and its tables row by row, in
+    the order they stand; its zip is measured before anything is unpacked."""
+    try:
+        archive = zipfile.ZipFile(io.BytesIO(data))
+        members = archive.infolist()
+    except (zipfile.BadZipFile, ValueError):
+        raise Unreadable(f"“{name}” is not a Word document that can be opened.") from None
+    unpacked = sum(member.file_size for member in members)
+    squeezed = max((m.file_size / max(m.compress_size, 1) for m in members), default=0)
+    if len(members) > MAX_DOCX_MEMBERS or unpacked > MAX_DOCX_UNPACKED or squeezed > MAX_RATIO:
+        raise Unreadable(
+            f"“{name}” unpacks to far more than it holds (a zip bomb?): the library leaves it."
+        )
+    import docx
+    from docx.table import Table
+    from docx.text.paragraph import Paragraph
+
+    try:
+        document = docx.Document(io.BytesIO(data))
+    except Exception as exc:  # a damaged file makes python-docx raise many kinds
+        raise Unreadable(f"“{name}” is not a Word document that can be opened ({exc}).") from None
+    sections: list[Section] = []
+    path: list[tuple[int, str]] = []
+    for element in document.element.body.iterchildren():
+        tag = element.tag.rsplit("}", 1)[-1]
+        if tag == "p":
+            paragraph = Paragraph(element, document)
+            text = paragraph.text.strip()
+            style = paragraph.style.name if paragraph.style is not None else ""
+            level = re.fullmatch(r"Heading (\d)", style or "")
+            if level and text:
+                path = [(lvl, t) for lvl, t in path if lvl < int(level[1])] + [
+                    (int(level[1]), text)
+                ]
+            elif text:
+                sections.append(Section(storable(text), heading=_path(path)))
+        elif tag == "tbl":
+            rows = [
+                " | ".join(cell.text.strip() for cell in row.cells)
+                for row in Table(element, document).rows
+            ]
+            if rows:
+                sections.append(Section(storable("\n".join(rows)), heading=_path(path)))
+    return sections
 
 
 def _paragraphs(text: str) -> list[Section]:

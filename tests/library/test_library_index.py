@@ -67,7 +67,7 @@ def test_a_pdf_keeps_its_pages_and_a_scan_or_a_stranger_file_is_refused():
         extract("scan.pdf", blank.getvalue())
     with pytest.raises(Unreadable, match="not a PDF that can be opened"):
         extract("broken.pdf", b"%PDF-1.7 nothing else")
-    with pytest.raises(Unreadable, match="reads PDFs, Markdown"):
+    with pytest.raises(Unreadable, match="reads PDFs, Word"):
         extract("photo.jpg", b"\xff\xd8\xff")
     with pytest.raises(Unreadable, match="not text"):
         extract("notes.txt", b"\x00\x01binary")
@@ -133,3 +133,34 @@ def test_hostile_questions_are_words_never_query_syntax(alice, roles):
     for question in ['tide" OR "x', "NEAR(tide quay)", "tide*", "heading:tides", "') --", "!!!"]:
         library_search(session_id=session.pk, question=question)  # never an error
     assert query_terms("How do the TIDES turn, and the tides?") == ["tides", "turn"]
+
+
+def test_a_word_document_keeps_its_headings_and_tables_and_a_zip_bomb_is_left():
+    import zipfile
+
+    import docx
+
+    made = docx.Document()
+    made.add_heading("Harbour guide", level=1)
+    made.add_paragraph("The harbour opens at dawn.")
+    made.add_heading("Tides", level=2)
+    made.add_paragraph("Boats moor at the north quay.")
+    table = made.add_table(rows=2, cols=2)
+    for row, values in zip(table.rows, [("quay", "depth"), ("north", "4 m")], strict=True):
+        for cell, value in zip(row.cells, values, strict=True):
+            cell.text = value
+    out = io.BytesIO()
+    made.save(out)
+    sections = extract("guide.docx", out.getvalue())
+    assert [(s.heading, s.text) for s in sections] == [
+        ("Harbour guide", "The harbour opens at dawn."),
+        ("Harbour guide > Tides", "Boats moor at the north quay."),
+        ("Harbour guide > Tides", "quay | depth\nnorth | 4 m"),
+    ]
+    bomb = io.BytesIO()
+    with zipfile.ZipFile(bomb, "w", zipfile.ZIP_DEFLATED) as archive:
+        archive.writestr("word/document.xml", b"\0" * (40 * 1024 * 1024))
+    with pytest.raises(Unreadable, match="zip bomb"):
+        extract("bomb.docx", bomb.getvalue())
+    with pytest.raises(Unreadable, match="not a Word document"):
+        extract("fake.docx", b"not a zip at all")
