@@ -99,7 +99,8 @@ def endpoint_table() -> str:
             said = operation.get("summary", "")
             detail = (operation.get("description") or "").split("\n\n")[0].replace("\n", " ")
             if detail and detail.rstrip(".") != said.rstrip("."):
-                said = f"{said}: {detail[0].lower()}{detail[1:]}"
+                lead = detail[0] if detail[1:2].isupper() else detail[0].lower()  # "PDFs" stays
+                said = f"{said}: {lead}{detail[1:]}"
             rows.append(f"| `{method.upper()} {path.removeprefix('/api/v1')}` | {said} |")
     return "\n".join(rows)
 
