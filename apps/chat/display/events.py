@@ -235,8 +235,10 @@ def publish_thread_renamed_on_commit(*, thread: Thread) -> None:
 
 
 def thread_title_fragment(*, thread_id: int) -> str:
-    """The thread's name as the tabs on it show it, read afresh."""
-    return render_thread_label(Thread.objects.get(pk=thread_id), "title")
+    """The thread's name as the tabs on it show it, read afresh: its title, and its label in
+    the sidebar."""
+    thread = Thread.objects.get(pk=thread_id)
+    return render_thread_label(thread, "title") + render_thread_label(thread, "label")
 
 
 def thread_tree_event(*, session_id: int) -> dict:

@@ -319,7 +319,10 @@ class ThreadConsumer(GroupSocket):
         # waiting that no longer exist (a next member who will not speak) go.
         line = await database_sync_to_async(events.thread_status_event)(thread_id=thread.pk)
         gone = set(pending) - {str(message.public_id) for message in messages}
-        await self._send_frames([line["html"], *events.removed_fragments(sorted(gone))])
+        # The thread's name as it is now: one given before this socket followed (the first
+        # message names the thread) would otherwise never reach the page.
+        title = await database_sync_to_async(events.thread_title_fragment)(thread_id=thread.pk)
+        await self._send_frames([line["html"], title, *events.removed_fragments(sorted(gone))])
 
     async def disconnect(self, code: int) -> None:
         await super().disconnect(code)
@@ -452,8 +455,6 @@ class ThreadConsumer(GroupSocket):
             unfinished = [mid for mid, seq in self.seen.items() if seq < events.SETTLED_SEQ]
             self.replies_to_resync = set()
             await self._catch_up(thread, after_seq=self.high_seq, pending=unfinished)
-            title = await database_sync_to_async(events.thread_title_fragment)(thread_id=thread.pk)
-            await self.send(text_data=title)
         elif topic == events.session_group(thread.session.public_id):
             fragments = await database_sync_to_async(events.session_snapshot)(
                 session_id=thread.session_id
