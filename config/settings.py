@@ -235,6 +235,12 @@ PARLEY_MAX_REPLY_ATTEMPTS = env_int("PARLEY_MAX_REPLY_ATTEMPTS", 3, minimum=1)
 # A role's lorebook: at most this many tokens of its entries go into one reply's context
 # (a card's own `token_budget` wins, up to 8,192).
 PARLEY_LOREBOOK_TOKENS = env_int("PARLEY_LOREBOOK_TOKENS", 1024, minimum=0)
+# The library's vectors (apps/library/vectors.py): "auto" takes them from the session's provider
+# where it gives embeddings (OpenAI, Gemini, Ollama) and from the embedded model otherwise;
+# "local" always from the embedded model; "off" searches the full text alone.
+PARLEY_LIBRARY_VECTORS = env_str("PARLEY_LIBRARY_VECTORS", "auto")
+if PARLEY_LIBRARY_VECTORS not in ("auto", "local", "off"):
+    raise ImproperlyConfigured("PARLEY_LIBRARY_VECTORS is one of auto, local or off.")
 PARLEY_MAX_MESSAGE_CHARS = env_int("PARLEY_MAX_MESSAGE_CHARS", 100_000, minimum=100)
 # Imports (ChatGPT, Claude, Open WebUI, LibreChat, Parley exports): the largest file taken.
 PARLEY_IMPORT_MAX_BYTES = env_int("PARLEY_IMPORT_MAX_BYTES", 2 * 1024**3, minimum=1024)

@@ -37,6 +37,12 @@ class Document(models.Model):
     error = models.TextField(blank=True)
     pages = models.PositiveIntegerField(null=True, blank=True)
     chunks_count = models.PositiveIntegerField(default=0)
+    # Its passages' vectors: whose (`local:all-MiniLM-L6-v2`, `openai:text-embedding-3-small`;
+    # empty: none), how many are done (the panel's progress), and why the embedded model's
+    # were taken instead of the provider's, if they were.
+    embedder = models.CharField(max_length=120, blank=True)
+    vectors_done = models.PositiveIntegerField(default=0)
+    vectors_note = models.CharField(max_length=300, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     indexed_at = models.DateTimeField(null=True, blank=True)
 
@@ -50,6 +56,15 @@ class Document(models.Model):
     def __str__(self) -> str:
         return self.name
 
+    @property
+    def embedding(self) -> bool:
+        """Ready for full-text search, its vectors still being made."""
+        return (
+            self.state == DocumentState.READY
+            and bool(self.embedder)
+            and self.vectors_done < self.chunks_count
+        )
+
 
 class Chunk(models.Model):
     document = models.ForeignKey(Document, on_delete=models.CASCADE, related_name="chunks")
@@ -59,6 +74,7 @@ class Chunk(models.Model):
     heading = models.CharField(max_length=500, blank=True)
     start = models.PositiveIntegerField()  # its character range in the document's text
     end = models.PositiveIntegerField()
+    vector = models.BinaryField(null=True, blank=True)  # float32, unit length, its embedder's
 
     class Meta:
         ordering = ["document", "seq"]

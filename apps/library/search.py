@@ -1,8 +1,13 @@
-"""Full-text search over a session's library, in the database's own engine: SQLite's FTS5
-(bm25, the heading weighted twice the text) or PostgreSQL's full-text search (ts_rank_cd over
-the stored vector, the heading weighted A). A question's words are looked up with OR and
-ranked, so a passage holding more of them, more often, comes first; common English words are
-left out of the lookup (both engines would rank them as noise)."""
+"""Hybrid search over a session's library: full text and vectors, fused by rank.
+
+Full text is the database's own engine: SQLite's FTS5 (bm25, the heading weighted twice the
+text) or PostgreSQL's full-text search (ts_rank_cd over the stored vector, the heading weighted
+A). A question's words are looked up with OR and ranked, so a passage holding more of them,
+more often, comes first; common English words are left out (both engines rank them as noise).
+Vectors find passages that say the same in other words (`vectors.nearest`). The two rankings
+are fused by reciprocal rank (each passage scores the sum of 1 / (RRF_K + its rank) in each),
+which needs no calibration between a bm25 score and a cosine; a hit is then read with its
+neighbours where it needs them (`passages`)."""
 
 from __future__ import annotations
 
@@ -12,8 +17,12 @@ from dataclasses import dataclass
 from django.db import connection
 
 from apps.library.models import Chunk, DocumentState
+from apps.library.passages import passage_text, passages_of
+from apps.library.vectors import nearest
 
 MAX_TERMS = 16
+CANDIDATES = 40  # taken from each ranking before fusion
+RRF_K = 60  # the usual constant: a rank's weight falls slowly, so both rankings count
 TERM = re.compile(r"\w+", re.U)
 COMMON = (
     "a an and are as at be but by can could did do does for from had has have how i if in into "
@@ -25,8 +34,13 @@ STOP_WORDS = frozenset(COMMON.split())
 
 @dataclass(frozen=True)
 class Hit:
-    chunk: Chunk
-    score: float  # higher is better, on this engine's own scale
+    chunk: Chunk  # the passage found, cited by its mark
+    score: float  # fused: higher is better
+    parts: tuple[Chunk, ...] = ()  # the chunk, with the neighbours it is read with
+
+    @property
+    def text(self) -> str:
+        return passage_text(list(self.parts or (self.chunk,)))
 
 
 def query_terms(question: str) -> list[str]:
@@ -36,8 +50,36 @@ def query_terms(question: str) -> list[str]:
     return list(dict.fromkeys(kept))[:MAX_TERMS]
 
 
-def library_search(*, session_id: int, question: str, limit: int = 8) -> list[Hit]:
-    """The session's ready documents' chunks that best match `question`, best first."""
+def library_search(*, session, question: str, limit: int = 8, vectors: bool = True) -> list[Hit]:
+    """The session's ready documents' passages that best answer `question`, best first: full
+    text and (unless `vectors` is False) vectors, fused; a passage already read as part of a
+    better one's neighbours is not given twice."""
+    rankings = [full_text_ranked(session_id=session.pk, question=question, limit=CANDIDATES)]
+    if vectors and question.strip():
+        rankings.append(nearest(session=session, question=question[:2000], limit=CANDIDATES))
+    scores: dict[int, float] = {}
+    for ranking in rankings:
+        for rank, pk in enumerate(ranking):
+            scores[pk] = scores.get(pk, 0.0) + 1.0 / (RRF_K + rank + 1)
+    best = sorted(scores, key=lambda pk: (-scores[pk], pk))[: limit * 2]
+    chunks = Chunk.objects.select_related("document").defer("vector").in_bulk(best)
+    found = [chunks[pk] for pk in best if pk in chunks]
+    passages = passages_of(found)
+    hits: list[Hit] = []
+    read: set[tuple[int, int]] = set()
+    for chunk in found:
+        if (chunk.document_id, chunk.seq) in read:
+            continue
+        parts = passages[chunk.pk]
+        read.update((part.document_id, part.seq) for part in parts)
+        hits.append(Hit(chunk, scores[chunk.pk], tuple(parts)))
+        if len(hits) == limit:
+            break
+    return hits
+
+
+def full_text_ranked(*, session_id: int, question: str, limit: int) -> list[int]:
+    """The ids of the session's passages that best match `question`'s words, best first."""
     terms = query_terms(question)
     if not terms:
         return []
@@ -61,5 +103,4 @@ def library_search(*, session_id: int, question: str, limit: int = 8) -> list[Hi
     with connection.cursor() as cursor:
         cursor.execute(sql, [lookup, session_id, DocumentState.READY.value, limit])
         ranked = cursor.fetchall()
-    chunks = Chunk.objects.select_related("document").in_bulk([pk for pk, _ in ranked])
-    return [Hit(chunks[pk], float(score)) for pk, score in ranked if pk in chunks]
+    return [pk for pk, _ in ranked]

@@ -89,6 +89,9 @@ class ProviderDescription:
     default_model: str = ""
     fallback_models: tuple[str, ...] = ()  # offered when the model list cannot be read
     cheap_model: str = ""  # summaries, digests, classifications; empty: the reply's model
+    # The model its embeddings API gives the library's vectors with; empty: it has none (the
+    # library then uses its embedded model).
+    embedding_model: str = ""
     model_names: str = ""  # how it names models, shown by the model picker
     reads: Reads = Reads()  # what its models read, unless `reads_by_model` says otherwise
     reads_by_model: tuple[tuple[str, Reads], ...] = ()  # model name prefix -> reads

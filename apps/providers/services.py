@@ -207,3 +207,29 @@ def credentials_rotate() -> int:
         )
         count += 1
     return count
+
+
+def credential_embedder(credential: Credential | None) -> str:
+    """`kind:model` of the embeddings a credential's provider gives, or "" when it has none."""
+    if credential is None:
+        return ""
+    model = describe(credential.provider).embedding_model
+    return f"{credential.provider}:{model}" if model else ""
+
+
+def credential_embed(*, credential: Credential, texts: list[str]) -> list[list[float]]:
+    """Each text's vector from the credential's provider (its description's embedding model);
+    ProviderError, with the key scrubbed from its message, when the call fails."""
+    adapter = get_adapter(credential.provider)
+    model = describe(credential.provider).embedding_model
+    embed = getattr(adapter, "embed", None)
+    if not model or embed is None:
+        raise ProviderError(f"{adapter.label} gives no embeddings.", retryable=False)
+    api_key = credential.api_key()
+    try:
+        return asyncio.run(
+            embed(texts, model=model, api_key=api_key, base_url=credential.base_url,
+                  auth=credential.auth())
+        )  # fmt: skip
+    except ProviderError as exc:
+        raise ProviderError(crypto.scrub(str(exc), api_key), status=exc.status) from None

@@ -299,7 +299,7 @@ def _library_passages(session, message: Message, asked: str) -> list[Hit]:
     the session puts them in the request (after the shared history: the cache is kept)."""
     if not session.library_passages or message.stage == Stage.AUTO_ROUND or not asked.strip():
         return []
-    return library_search(session_id=session.pk, question=asked, limit=PASSAGES_IN_REQUEST)
+    return library_search(session=session, question=asked, limit=PASSAGES_IN_REQUEST)
 
 
 def _citation_cue(message: Message, transcript: list[TranscriptEntry], *, session_id: int) -> str:

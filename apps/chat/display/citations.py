@@ -16,6 +16,7 @@ from urllib.parse import urlencode
 from django.urls import reverse
 
 from apps.library.models import Chunk
+from apps.library.passages import passage_text, passages_of
 
 MARK = re.compile(r"\[L(\d{1,12})\](?!\()")
 # A quotation, then (after at most a few characters: a comma, "see", a parenthesis) its mark.
@@ -45,8 +46,10 @@ def cited_markdown(text: str, *, session_id: int) -> tuple[str, list[Check]]:
     chunks = {
         chunk.pk: chunk
         for chunk in Chunk.objects.filter(pk__in=ids, document__session_id=session_id)
-        .select_related("document__session")
+        .select_related("document__session").defer("vector")
     }  # fmt: skip
+    # A quotation is checked against the passage as the role read it (with its neighbours).
+    passages = passages_of(list(chunks.values()))
     numbers: dict[int, int] = {}
     checks: list[Check] = []
     verdicts: dict[int, list[str]] = {}  # the position of a mark -> what its check says
@@ -55,7 +58,7 @@ def cited_markdown(text: str, *, session_id: int) -> tuple[str, list[Check]]:
         chunk = chunks.get(int(match[2]))
         if chunk is None:
             continue
-        check = quote_check(match[1], chunk.text)
+        check = quote_check(match[1], passage_text(passages[chunk.pk]))
         checks.append(check)
         mark_at = match.end() - len(match[2]) - 3
         said = (

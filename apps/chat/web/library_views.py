@@ -24,10 +24,17 @@ from apps.chat.records.library import (
 from apps.chat.records.sessions import session_workspace
 from apps.chat.web.lookup import session_for
 from apps.library.models import Chunk, Document, DocumentState
+from apps.library.passages import passage_text, passages_of
 from apps.library.selectors import stored_name
 from apps.workspace.files import WorkspaceError
 
 MAX_DOCUMENTS_AT_ONCE = 100
+
+# A quote mark or a dash matches any of its kind (a model and a PDF rarely agree on them).
+QUOTES, DASHES = "\"'\u201c\u201d\u2018\u2019\u00ab\u00bb", "-\u2013\u2014\u2010\u2011"
+LOOSE = {c: f"[{re.escape(QUOTES)}]" for c in QUOTES} | {
+    c: f"[{re.escape(DASHES)}]" for c in DASHES
+}
 
 
 def panel_html(request, session) -> SafeString:
@@ -127,7 +134,14 @@ def library_passage(request, session, document, seq: int):
     )
     if chunk is None:
         raise Http404("No such passage in this library.")
-    before, marked, after = _marked(chunk.text, request.GET.get("quote", "")[:800])
+    # The passage as the role read it: with its neighbours where it is short; the quoted words
+    # marked, or, without a quotation, the cited part among its neighbours.
+    parts = passages_of([chunk])[chunk.pk]
+    text = passage_text(parts)
+    before, marked, after = _marked(text, request.GET.get("quote", "")[:800])
+    if not marked and len(parts) > 1:
+        at = text.index(chunk.text)
+        before, marked, after = text[:at], chunk.text, text[at + len(chunk.text) :]
     context = {"session": session, "chunk": chunk, "before": before, "marked": marked,
                "after": after}  # fmt: skip
     template = "chat/_passage.html" if request.htmx else "chat/passage.html"
@@ -135,12 +149,12 @@ def library_passage(request, session, document, seq: int):
 
 
 def _marked(text: str, quote: str) -> tuple[str, str, str]:
-    """The passage split around the quoted words, when they are in it (case and spacing
-    aside)."""
+    """The passage split around the quoted words, when they are in it (case, spacing and a
+    PDF's typographic quotes and dashes aside)."""
     words = quote.split()
     if not words:
         return text, "", ""
-    pattern = r"\s+".join(re.escape(word) for word in words)
+    pattern = r"\s+".join("".join(LOOSE.get(c, re.escape(c)) for c in word) for word in words)
     found = re.search(pattern, text, re.IGNORECASE)
     if found is None:
         return text, "", ""

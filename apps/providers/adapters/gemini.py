@@ -69,6 +69,7 @@ DESCRIPTION = ProviderDescription(
     default_model="gemini-2.5-flash",
     fallback_models=("gemini-2.5-pro", "gemini-2.5-flash", "gemini-2.5-flash-lite"),
     cheap_model="gemini-2.5-flash",
+    embedding_model="gemini-embedding-001",
     model_names="gemini-<version>-<size>, e.g. gemini-2.5-pro",
     reads=Reads(images=True, pdfs=True),
     max_tokens_by_model=(("gemini-2.5", 16000), ("gemini", 8192)),
@@ -142,6 +143,23 @@ class GeminiAdapter(DescribedAdapter):
             yield tool_call
         yield usage
         yield Stop("tool_use" if calls else FINISH_REASONS.get(finish or "", "other"))
+
+    async def embed(
+        self,
+        texts: list[str],
+        *,
+        model: str,
+        api_key: str = "",
+        base_url: str = "",
+        auth: Auth = NO_AUTH,
+    ) -> list[list[float]]:
+        try:
+            contents: list[types.ContentUnion] = list(texts)
+            async with _client(api_key, base_url, timeout_ms=60_000).aio as client:
+                answer = await client.models.embed_content(model=model, contents=contents)
+        except Exception as exc:
+            raise _error(exc) from exc
+        return [list(embedding.values or []) for embedding in answer.embeddings or []]
 
     async def list_models(
         self, *, api_key: str = "", base_url: str = "", auth: Auth = NO_AUTH

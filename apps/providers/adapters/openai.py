@@ -150,6 +150,7 @@ OPENAI = ProviderDescription(
     default_model="gpt-4.1",
     fallback_models=("gpt-4.1", "gpt-4.1-mini", "gpt-4o", "gpt-4o-mini"),
     cheap_model="gpt-4.1-mini",
+    embedding_model="text-embedding-3-small",
     model_names="gpt-<version>[-size], e.g. gpt-4.1 or gpt-4.1-mini",
     reads=Reads(images=True, pdfs=True),
     max_tokens_by_model=(("gpt-4.1", 16000), ("gpt-4o", 8192)),
@@ -273,6 +274,24 @@ class OpenAIAdapter(DescribedAdapter):
             yield ToolCall(id=entry["id"], name=entry["name"], arguments=arguments)
         yield usage
         yield Stop(FINISH_REASONS.get(finish or "", "other"))
+
+    async def embed(
+        self,
+        texts: list[str],
+        *,
+        model: str,
+        api_key: str = "",
+        base_url: str = "",
+        auth: Auth = NO_AUTH,
+    ) -> list[list[float]]:
+        try:
+            async with self._client(api_key, base_url, auth, timeout=60) as client:
+                answer = await client.embeddings.create(
+                    model=model, input=texts, encoding_format="float", extra_headers=_omitted(auth)
+                )
+        except openai.APIError as exc:
+            raise _error(exc, self.label) from exc
+        return [item.embedding for item in sorted(answer.data, key=lambda item: item.index)]
 
     async def list_models(
         self, *, api_key: str = "", base_url: str = "", auth: Auth = NO_AUTH

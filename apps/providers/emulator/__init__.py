@@ -36,6 +36,7 @@ class Emulator(AnthropicProtocol, OpenAIProtocol, GeminiProtocol):
         app.router.add_post("/v1/messages", self.anthropic_messages)
         app.router.add_post("/v1/chat/completions", self.openai_chat)
         app.router.add_get("/v1/models", self.list_models)
+        app.router.add_post("/v1/embeddings", self.openai_embeddings)
         app.router.add_post("/openai/deployments/{deployment}/chat/completions", self.azure_chat)
         app.router.add_get("/openai/models", self.azure_models)
         app.router.add_get("/v1beta/models", self.list_models)

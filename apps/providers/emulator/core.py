@@ -120,6 +120,13 @@ class EmulatorCore:
         # always does (as `capabilities`); an OpenAI-compatible list does for the models named
         # here, in OpenRouter's shape (`architecture.input_modalities`); OpenAI's never does.
         self.input_modalities: dict[str, list[str]] = {}
+        # The embedding models it serves (`embeddings.py`), and the embedding requests made.
+        self.embedding_models = {
+            "text-embedding-3-small",
+            "gemini-embedding-001",
+            "nomic-embed-text",
+        }
+        self.embedding_requests: list[tuple[str, dict, float]] = []
         self._lock = threading.Lock()
         self.url = ""
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -148,6 +155,7 @@ class EmulatorCore:
             self.cache.clear()
             self.input_modalities.clear()
             self.refused_fields.clear()
+            self.embedding_requests.clear()
 
     def _take_script(self, provider: str, raw_body: str) -> Script:
         with self._lock:

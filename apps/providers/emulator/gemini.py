@@ -8,16 +8,20 @@ from typing import Any
 
 from aiohttp import web
 
-from apps.providers.emulator.core import EmulatorCore, Script, estimate_tokens
+from apps.providers.emulator.core import Script, estimate_tokens
+from apps.providers.emulator.embeddings import EmbeddingsProtocol
 
 
-class GeminiProtocol(EmulatorCore):
+class GeminiProtocol(EmbeddingsProtocol):
     """streamGenerateContent with alt=sse, on v1 and v1beta."""
 
     # --- Gemini ----------------------------------------------------------------------------
 
     async def gemini_generate(self, request: web.Request) -> web.StreamResponse:
-        if not request.match_info["action"].endswith(":streamGenerateContent"):
+        action = request.match_info["action"]
+        if action.endswith((":batchEmbedContents", ":embedContent")):
+            return await self.gemini_embeddings(request, action)
+        if not action.endswith(":streamGenerateContent"):
             raise web.HTTPNotFound()
         return await self._serve("gemini", request, self._gemini_stream)
 

@@ -11,6 +11,7 @@ DESCRIPTION = ProviderDescription(
     base_url_hint="Leave empty for http://localhost:11434/v1 (Ollama on this machine).",
     needs_key=False,
     default_model="llama3.1",
+    embedding_model="nomic-embed-text",  # `ollama pull nomic-embed-text`
     model_names="name:tag, as `ollama list` shows them, e.g. llama3.1:8b",
     reads_by_model=tuple(
         (family, Reads(images=True))
