@@ -31,6 +31,11 @@ CODE_SUFFIXES = {
     ".cpp", ".hpp", ".cs", ".swift", ".sh", ".sql", ".r", ".toml", ".yaml", ".yml", ".json",
     ".ini", ".cfg", ".xml", ".css",
 }  # fmt: skip
+# What the library reads, by a file's name (a folder's other files are left out, said).
+DOCUMENT_SUFFIXES = frozenset(
+    {".pdf", ".docx", *TEXT_SUFFIXES, *MARKDOWN_SUFFIXES, *HTML_SUFFIXES, *TABLE_SUFFIXES,
+     *CODE_SUFFIXES}
+)  # fmt: skip
 # A Word document is a zip: measured before it is opened.
 MAX_DOCX_MEMBERS = 2_000
 MAX_DOCX_UNPACKED = 200 * 1024 * 1024

@@ -184,6 +184,8 @@
     open.textContent = data.kind === "pdf" ? "Download the PDF" : "Open full size";
     if (data.kind === "pdf") open.setAttribute("download", ""); else open.removeAttribute("download");
     document.getElementById("lightbox-saved").textContent = "";
+    const library = document.getElementById("lightbox-library");
+    if (library) library.hidden = !data.libraryUrl;
     const description = document.getElementById("lightbox-description");
     description.hidden = !data.description;
     document.getElementById("lightbox-description-text").textContent = data.description || "";
@@ -229,24 +231,27 @@
     });
   });
 
-  // "Save to files": a sent attachment copied into the session's workspace. A whispered
-  // one (409) is saved only once the person agrees that everyone in the room will see it.
+  // "Save to files" (the session's workspace) and "To library" (a PDF into the session's
+  // library): a whispered file (409) goes there only once the person agrees that everyone in
+  // the room will see it.
+  let savingTo = "saveUrl";
   function saveShown(fields) {
     const saved = document.getElementById("lightbox-saved");
-    post(gallery[shown].dataset.saveUrl, fields, function (status, text) {
+    post(gallery[shown].dataset[savingTo], fields, function (status, text) {
       saved.textContent = text.slice(0, 400) || "Could not save it (" + status + ").";
       if (status !== 409) return;
       const confirm = document.createElement("button");
       confirm.type = "button";
       confirm.className = "secondary";
       confirm.id = "lightbox-save-everyone";
-      confirm.textContent = "Save for everyone";
+      confirm.textContent = savingTo === "libraryUrl" ? "Add for everyone" : "Save for everyone";
       saved.append(" ", confirm);
     });
   }
   document.addEventListener("click", function (event) {
     if (!event.target.closest || !gallery.length) return;
-    if (event.target.closest("#lightbox-save")) saveShown({});
+    if (event.target.closest("#lightbox-save")) { savingTo = "saveUrl"; saveShown({}); }
+    else if (event.target.closest("#lightbox-library")) { savingTo = "libraryUrl"; saveShown({}); }
     else if (event.target.closest("#lightbox-save-everyone")) saveShown({everyone: "1"});
   });
 

@@ -705,7 +705,26 @@
     htmx.process(body);
     if (!dialog.open) dialog.showModal();
   }
-  function upload(entries) {  // [{file, path}]
+  // The library's own drop zone (data-drop-url): a folder's documents into the library,
+  // answered by the library's panel in place.
+  function uploadToLibrary(zone, entries) {
+    const data = new FormData();
+    entries.forEach(function (entry) { data.append("documents", entry.file, entry.file.name); });
+    zone.classList.add("dropzone--busy");
+    const token = document.querySelector("input[name=csrfmiddlewaretoken]");
+    fetch(zone.dataset.dropUrl, {
+      method: "POST", body: data, credentials: "same-origin",
+      headers: { "X-CSRFToken": token ? token.value : "", "HX-Request": "true",
+                 "HX-Target": "library-panel" },
+    }).then(function (response) { return response.text(); }).then(function (html) {
+      const panel = document.getElementById("library-panel");
+      if (!panel) return;
+      panel.outerHTML = html;
+      htmx.process(document.getElementById("library-panel"));
+    });
+  }
+  function upload(entries, zone) {  // [{file, path}]
+    if (zone && zone.dataset.dropUrl) { if (entries.length) uploadToLibrary(zone, entries); return; }
     const chat = document.getElementById("chat");
     if (!chat || !entries.length) return;
     const data = new FormData();
@@ -778,7 +797,7 @@
     if (!target || !evt.dataTransfer || !evt.dataTransfer.files.length) return;
     evt.preventDefault();
     target.classList.remove("dropzone--over");
-    droppedEntries(evt.dataTransfer).then(upload);
+    droppedEntries(evt.dataTransfer).then(function (entries) { upload(entries, target); });
   });
   // Choosing files (or a folder) uploads them at once.
   document.addEventListener("change", function (evt) {

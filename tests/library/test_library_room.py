@@ -87,13 +87,19 @@ def test_the_files_dialog_holds_the_library_and_the_room_rules_apply(
     viewer.force_login(charlie)
     stranger.force_login(bob)
     base = f"/s/{session.public_id}/library/"
-    two = [SimpleUploadedFile("guide.md", GUIDE), SimpleUploadedFile("a.jpg", b"\xff\xd8\xff")]
-    added = owner.post(base + "add/", {"documents": two})
-    assert added.status_code == 200 and "guide.md" in added.content.decode()
+    # A folder's files: the documents are added, a picture is left out and named.
+    folder = [SimpleUploadedFile("guide.md", GUIDE), SimpleUploadedFile("a.jpg", b"\xff\xd8\xff"),
+              SimpleUploadedFile("scan.pdf", b"%PDF-1.4 no text")]  # fmt: skip
+    added = owner.post(base + "add/", {"documents": folder})
+    shown = added.content.decode()
+    assert added.status_code == 200 and "guide.md" in shown
+    assert "Left out 1 file the library does not read: “a.jpg”." in shown
     wait_until(lambda: Document.objects.filter(state__in=["ready", "failed"]).count() == 2)
     files = owner.get(f"/s/{session.public_id}/files/").content.decode()
     assert 'id="library-panel"' in files and "passages" in files
-    assert "the library reads PDFs" in files  # the refused one says why
+    assert "could not be read" in files.lower() or "damaged" in files  # the refused one: why
+    only_pictures = owner.post(base + "add/", {"documents": [SimpleUploadedFile("b.png", b"x")]})
+    assert only_pictures.status_code == 422
     # From the workspace too.
     session_workspace(session).write("notes/tides.txt", b"The tide turns at six.")
     owner.post(base + "from-files/", {"path": "notes/tides.txt"})
@@ -108,3 +114,94 @@ def test_the_files_dialog_holds_the_library_and_the_room_rules_apply(
     assert stranger.post(base + f"{guide.public_id}/remove/").status_code == 404
     owner.post(base + f"{guide.public_id}/remove/")
     assert not Document.objects.filter(pk=guide.pk).exists()
+
+
+def test_a_messages_document_goes_into_the_library_and_a_whisper_only_for_everyone(
+    alice, bob, alice_thread, celery_worker
+):
+    from django.test import Client
+    from django.urls import reverse
+
+    from apps.chat.models import Message
+    from apps.chat.records.attachments import attachment_add, attachments_send
+    from apps.chat.records.messages import allocate_seqs
+    from apps.chat.records.rooms import member_add
+    from tests.attachments.test_sniff import image_bytes, text_pdf
+
+    session = alice_thread.session
+    member_add(session=session, by=alice, username="bob")
+    brief, notes, secret, picture, waiting = (
+        attachment_add(session=session, owner=alice, thread=alice_thread, name=name, data=data)
+        for name, data in (
+            ("brief.pdf", text_pdf("The harbour brief says moor north.")),
+            ("notes.txt", b"Tides turn at six."),
+            ("secret.txt", b"The key is under the mat."),
+            ("chart.png", image_bytes("PNG", size=(12, 12))),
+            ("draft.txt", b"Not sent yet."),
+        )
+    )  # fmt: skip
+    public, whisper = (
+        Message.objects.create(
+            thread=alice_thread, seq=seq, speaker="user", author=alice, private=private,
+            content=[{"type": "text", "text": "look"}],
+        )
+        for seq, private in zip(allocate_seqs(alice_thread, 2), (False, True), strict=True)
+    )  # fmt: skip
+    whisper.audience.add(alice)
+    attachments_send(message=public, attachments=[brief, notes, picture])
+    attachments_send(message=whisper, attachments=[secret])
+    owner, member = Client(), Client()
+    owner.force_login(alice)
+    member.force_login(bob)
+    panel = owner.get(f"/s/{session.public_id}/library/").content.decode()
+    # Offered: the sent documents the person sees; never a picture or an unsent file.
+    assert "brief.pdf" in panel and "notes.txt" in panel and "secret.txt" in panel
+    assert "chart.png" not in panel and "draft.txt" not in panel
+    assert "secret.txt" not in member.get(f"/s/{session.public_id}/library/").content.decode()
+
+    def to_library(client, attachment, **fields):
+        url = reverse("chat:attachment_to_library", args=[attachment.public_id])
+        return client.post(url, fields)
+
+    added = to_library(member, brief)  # the lightbox's button: a sentence
+    assert added.status_code == 200 and "Added to the session's library" in added.content.decode()
+    panel_answer = member.post(
+        reverse("chat:attachment_to_library", args=[notes.public_id]),
+        HTTP_HX_REQUEST="true",
+        HTTP_HX_TARGET="library-panel",
+    )
+    assert 'id="library-panel"' in panel_answer.content.decode()
+    assert to_library(member, secret).status_code == 404  # not in bob's audience
+    asked = to_library(owner, secret)
+    assert asked.status_code == 409 and "was whispered" in asked.content.decode()
+    assert "library is open to everyone" in asked.content.decode()
+    assert to_library(owner, picture).status_code == 422
+    assert to_library(owner, waiting).status_code == 422
+    assert to_library(owner, secret, everyone="1").status_code == 200
+    wait_until(lambda: Document.objects.filter(session=session, state="ready").count() == 3)
+    assert Document.objects.get(name="brief.pdf").pages == 1
+    again = to_library(owner, brief)
+    assert again.status_code == 422 and "already" in again.content.decode()
+
+
+def test_the_panel_shows_a_documents_vectors_coming_and_why_they_are_the_embedded_models(
+    alice, roles
+):
+    from django.test import Client
+
+    session = session_create(owner=alice, name="Harbour", roles=roles)
+    document = Document.objects.create(
+        session=session, added_by=alice, name="manual.pdf", size=10, sha256="a" * 64,
+        state="ready", chunks_count=300, embedder="local:all-MiniLM-L6-v2", vectors_done=64,
+    )  # fmt: skip
+    client = Client()
+    client.force_login(alice)
+    panel = client.get(f"/s/{session.public_id}/library/").content.decode()
+    assert "Finding meanings: 64 of 300" in panel and 'value="64"' in panel
+    assert 'hx-trigger="every 2s"' in panel  # it follows until they are done
+    Document.objects.filter(pk=document.pk).update(
+        vectors_done=300, vectors_note="openai:text-embedding-3-small failed (429)."
+    )
+    panel = client.get(f"/s/{session.public_id}/library/").content.decode()
+    assert "Finding meanings" not in panel and "every 2s" not in panel
+    assert "text-embedding-3-small failed (429)." in panel

@@ -170,16 +170,18 @@ def attachments_forget(attachments) -> None:
                 default_storage.delete(name)
 
 
-def whispered_save_warning(whisper: Message) -> str:
-    """Who sees a whispered file now, and who would once it is in the session's files."""
+def whispered_save_warning(
+    whisper: Message, *, place: str = "The session's files are", ask: str = "Save it for everyone?"
+) -> str:
+    """Who sees a whispered file now, and who would once it is in the session's files (or
+    its library: `place`)."""
     audience = [person_name(user) for user in whisper.audience.all()]
     audience += [f"@{handle}" for handle in whisper.audience_roles]
     room = Membership.objects.filter(session_id=whisper.thread.session_id).count() + 1
     people = f"{room} {'person' if room == 1 else 'people'}"
     return (
         f"This file was whispered: only {', '.join(audience) or 'its audience'} can see it. "
-        f"The session's files are open to everyone in the room ({people}) and to every role. "
-        "Save it for everyone?"
+        f"{place} open to everyone in the room ({people}) and to every role. {ask}"
     )
 
 

@@ -13,7 +13,8 @@ from django.core.files.base import ContentFile
 from django.core.files.storage import default_storage
 from django.db import transaction
 
-from apps.chat.models import Session
+from apps.chat.models import Attachment, AttachmentKind, Session
+from apps.chat.records.attachments import whispered_save_warning
 from apps.chat.records.sessions import session_workspace
 from apps.chat.records.text import clean_name
 from apps.chat.selectors import attachments_bytes
@@ -56,6 +57,25 @@ def library_add(*, session: Session, by, name: str, data: bytes) -> Document:
             default_storage.save(stored_name(document), ContentFile(data))
         transaction.on_commit(partial(_read_later, document.pk))
     return document
+
+
+def library_from_attachment(*, attachment: Attachment, by, for_everyone: bool = False) -> Document:
+    """A sent message's PDF or text file, added to its session's library. The library is the
+    whole room's: a whispered file goes in only `for_everyone`, as its person chose; otherwise
+    a ValidationError (code "whispered") says who would see it."""
+    if attachment.message_id is None:
+        raise ValidationError("Send the message first: then its files can go in the library.")
+    if attachment.kind not in (AttachmentKind.PDF, AttachmentKind.TEXT):
+        raise ValidationError(f"“{attachment.name}” is a picture: the library reads documents.")
+    whisper = attachment.message
+    if whisper is not None and whisper.private and not for_everyone:
+        warning = whispered_save_warning(
+            whisper, place="The session's library is", ask="Add it for everyone?"
+        )
+        raise ValidationError(warning, code="whispered")
+    with attachment.file.open("rb") as handle:
+        data = handle.read()
+    return library_add(session=attachment.session, by=by, name=attachment.name, data=data)
 
 
 def library_reread(*, document: Document) -> None:

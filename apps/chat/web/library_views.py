@@ -5,6 +5,7 @@ The room's rules: whoever reads the session sees the list; members and the owner
 from __future__ import annotations
 
 import re
+from pathlib import PurePosixPath
 
 from django.core.exceptions import ValidationError
 from django.core.files.storage import default_storage
@@ -15,14 +16,19 @@ from django.views.decorators.http import require_GET, require_POST
 
 from apps.attachments import bounded
 from apps.chat.access import Need, room_access
+from apps.chat.models import AttachmentKind
 from apps.chat.records.library import (
     MAX_DOCUMENT_BYTES,
     library_add,
+    library_from_attachment,
     library_remove,
     library_reread,
 )
 from apps.chat.records.sessions import session_workspace
+from apps.chat.selectors import attachments_for_user
+from apps.chat.web.attachments_views import attachment_for
 from apps.chat.web.lookup import session_for
+from apps.library.extraction import DOCUMENT_SUFFIXES
 from apps.library.models import Chunk, Document, DocumentState
 from apps.library.passages import passage_text, passages_of
 from apps.library.selectors import stored_name
@@ -44,15 +50,38 @@ def panel_html(request, session) -> SafeString:
 
 def _panel(request, session, *, error: str = "", status: int = 200):
     documents = list(Document.objects.filter(session=session))
-    reading = any(d.state in (DocumentState.QUEUED, DocumentState.INDEXING) for d in documents)
+    reading = any(
+        d.state in (DocumentState.QUEUED, DocumentState.INDEXING) or d.embedding for d in documents
+    )
+    can_change = room_access(user=request.user, session=session) in ("owner", "member")
     context = {
         "session": session,
         "documents": documents,
         "reading": reading,
-        "can_change": room_access(user=request.user, session=session) in ("owner", "member"),
+        "can_change": can_change,
+        "from_messages": _from_messages(request.user, session, documents) if can_change else [],
+        "accept": ",".join(sorted(DOCUMENT_SUFFIXES)),
         "error": error,
     }
     return render(request, "chat/_library.html", context, status=status)
+
+
+def _from_messages(user, session, documents: list[Document]) -> list:
+    """The PDFs and text files of the session's messages this person sees that are not in
+    the library yet (newest first): each can be added with one click."""
+    held = {document.sha256 for document in documents}
+    found = (
+        attachments_for_user(user=user, need=Need.TALK)
+        .filter(session=session, message__isnull=False,
+                kind__in=(AttachmentKind.PDF, AttachmentKind.TEXT))
+        .select_related("message")
+        .order_by("-created_at")
+    )  # fmt: skip
+    fresh: dict[str, object] = {}
+    for attachment in found[:200]:
+        if attachment.sha256 not in held:
+            fresh.setdefault(attachment.sha256, attachment)
+    return list(fresh.values())[:30]
 
 
 def _document(session, public_id: str) -> Document:
@@ -69,7 +98,8 @@ def library_panel(request, session):
 
 @require_POST
 def library_upload(request, session):
-    """Each uploaded file into the library; one refused file is named, the others are added."""
+    """Each uploaded file (or a folder's) into the library. A file the library does not read
+    (a folder's pictures) is left out and named; one refused file is said, the others added."""
     session = session_for(request, session, Need.TALK)
     uploads = request.FILES.getlist("documents")
     if not uploads:
@@ -77,17 +107,26 @@ def library_upload(request, session):
     if len(uploads) > MAX_DOCUMENTS_AT_ONCE:
         error = f"Add at most {MAX_DOCUMENTS_AT_ONCE} documents at once."
         return _panel(request, session, error=error, status=422)
-    problems = []
+    problems, skipped, added = [], [], 0
     for upload in uploads:
+        name = upload.name or "document"
+        if PurePosixPath(name.lower()).suffix not in DOCUMENT_SUFFIXES:
+            skipped.append(name)
+            continue
         if (upload.size or 0) > MAX_DOCUMENT_BYTES:
-            problems.append(f"“{upload.name}” is over {MAX_DOCUMENT_BYTES // 1_048_576} MB.")
+            problems.append(f"“{name}” is over {MAX_DOCUMENT_BYTES // 1_048_576} MB.")
             continue
         try:
-            library_add(session=session, by=request.user, name=upload.name or "document",
-                        data=upload.read())  # fmt: skip
+            library_add(session=session, by=request.user, name=name, data=upload.read())
+            added += 1
         except ValidationError as exc:
             problems.append(" ".join(exc.messages))
-    return _panel(request, session, error=" ".join(problems), status=422 if problems else 200)
+    if skipped:
+        names = ", ".join(f"“{name}”" for name in skipped[:5]) + (" …" if len(skipped) > 5 else "")
+        many = "s" if len(skipped) > 1 else ""
+        problems.append(f"Left out {len(skipped)} file{many} the library does not read: {names}.")
+    status = 422 if problems and not added else 200
+    return _panel(request, session, error=" ".join(problems), status=status)
 
 
 @require_POST
@@ -106,6 +145,30 @@ def library_from_files(request, session):
         said = " ".join(exc.messages) if isinstance(exc, ValidationError) else str(exc)
         return _panel(request, session, error=said, status=422)
     return _panel(request, session)
+
+
+@require_POST
+def library_from_message(request, attachment):
+    """A sent message's PDF or text file into its session's library: answered with the
+    library's panel (the Files dialog) or a sentence (the lightbox). A whispered file is
+    refused with 409 and who would see it, until the person adds it for everyone."""
+    found = attachment_for(request, attachment, Need.TALK)
+    from_panel = request.htmx and request.htmx.target == "library-panel"
+    try:
+        library_from_attachment(
+            attachment=found, by=request.user, for_everyone=request.POST.get("everyone") == "1"
+        )
+    except ValidationError as exc:
+        said = " ".join(exc.messages)
+        if from_panel:
+            return _panel(request, found.session, error=said, status=422)
+        return HttpResponse(said, status=409 if exc.code == "whispered" else 422)
+    if from_panel:
+        return _panel(request, found.session)
+    return HttpResponse(
+        f"Added to the session's library: the roles can search “{found.name}” and cite it "
+        "by page once it is read."
+    )
 
 
 @require_POST

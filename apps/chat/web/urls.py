@@ -65,6 +65,11 @@ urlpatterns = [
     path("a/<uuid:attachment>/", attachments_views.attachment_file, name="attachment_file"),
     path("a/<uuid:attachment>/save/", attachments_views.attachment_save, name="attachment_save"),
     path(
+        "a/<uuid:attachment>/library/",
+        library_views.library_from_message,
+        name="attachment_to_library",
+    ),
+    path(
         "a/<uuid:attachment>/preview/",
         attachments_views.attachment_preview,
         name="attachment_preview",
