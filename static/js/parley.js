@@ -723,8 +723,11 @@
       htmx.process(document.getElementById("library-panel"));
     });
   }
-  function upload(entries, zone) {  // [{file, path}]
-    if (zone && zone.dataset.dropUrl) { if (entries.length) uploadToLibrary(zone, entries); return; }
+  function upload(entries, dropped) {  // [{file, path}], and the zone they were dropped on
+    if (dropped && dropped.dataset.dropUrl) {
+      if (entries.length) uploadToLibrary(dropped, entries);
+      return;
+    }
     const chat = document.getElementById("chat");
     if (!chat || !entries.length) return;
     const data = new FormData();

@@ -59,7 +59,7 @@ def test_files_dialog_uploads_files_and_folders_and_lists_them(chat, size, tmp_p
     expect(row.get_by_role("button", name="Delete notes/idea.md")).to_be_visible()
     expect(row.get_by_role("link", name="Download notes/idea.md")).to_be_visible()
     # Nothing is flush against the dialog's edge, and nothing sticks out of it.
-    box, zone = files.bounding_box(), files.locator("[data-dropzone]").bounding_box()
+    box, zone = files.bounding_box(), files.locator(".files-upload [data-dropzone]").bounding_box()
     assert zone["x"] - box["x"] >= 12 and zone["x"] + zone["width"] <= box["x"] + box["width"] - 12
     chat.screenshot(path=str(shots / f"files-{size[0]}.png"))
 
