@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: run test suite setup lint format browser node bench clean
+.PHONY: run test suite setup lint format browser node bench bench-library clean
 
 setup: $(STAMP)
 
@@ -76,6 +76,12 @@ bench: setup
 	$(PY) -m bench.long_threads
 	$(PY) -m bench.streaming
 	$(PY) -m bench.chaos
+	$(PY) -m bench.library
+
+# The library alone (indexing, retrieval quality, search at 50,000 passages); add
+# BENCH_ARGS="--database-url postgres://…" for PostgreSQL.
+bench-library: setup
+	$(PY) -m bench.library $(BENCH_ARGS)
 
 clean:
 	rm -rf $(VENV) tests/node/node_modules var/test-* .pytest_cache .ruff_cache

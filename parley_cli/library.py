@@ -1,6 +1,7 @@
-"""`parley library add FILE… --session NAME` and `parley library list --session NAME`: a
-session's library from a terminal. Adding waits until every document is read (or says why
-one could not be), one line each."""
+"""`parley library add FILE… --session NAME`, `parley library list --session NAME` and
+`parley library search WORDS… --session NAME`: a session's library from a terminal. Adding
+waits until every document is read (or says why one could not be), one line each; searching
+prints the passages the roles would find, each with its mark to cite."""
 
 from __future__ import annotations
 
@@ -19,7 +20,10 @@ def document_line(document: dict) -> str:
         count = document.get("pages") or 0
         pages = f"{count} page{'s' if count != 1 else ''}, " if count else ""
         passages = document["passages"]
-        return f"{document['name']}: {pages}{passages} passage{'s' if passages != 1 else ''}"
+        line = f"{document['name']}: {pages}{passages} passage{'s' if passages != 1 else ''}"
+        if document.get("vectors") and document.get("vectors_done", passages) < passages:
+            line += f" (finding meanings: {document['vectors_done']} of {passages})"
+        return line
     if document["state"] == "failed":
         return f"{document['name']}: not added — {document['error']}"
     return f"{document['name']}: being read…"
@@ -59,3 +63,20 @@ async def show(api: Api, session_name: str, *, say: Callable[[str], None] = prin
     if not documents:
         say(f"The library of {session['name']} is empty.")
     return 0
+
+
+async def search(
+    api: Api, session_name: str, question: str, *, say: Callable[[str], None] = print
+) -> int:
+    session = await api.find_session(session_name)
+    found = await api.call(
+        "GET", f"/sessions/{session['id']}/library/search", params={"q": question}
+    )
+    for passage in found:
+        page = f", page {passage['page']}" if passage["page"] else ""
+        heading = f" — {passage['heading']}" if passage["heading"] else ""
+        say(f"[{passage['mark']}] {passage['document_name']}{page}{heading}")
+        say("    " + " ".join(passage["text"].split())[:400])
+    if not found:
+        say(f"Nothing in the library of {session['name']} answers that.")
+    return 0 if found else 1

@@ -38,9 +38,12 @@ def _parser() -> argparse.ArgumentParser:
         "--role", action="append", default=[], metavar="NAME=HANDLE",
         help="the role a model's replies go to (a handle, or new); repeat for each",
     )  # fmt: skip
-    library = commands.add_parser("library", help="a session's library: add documents, list")
-    library.add_argument("action", choices=["add", "list"])
-    library.add_argument("files", nargs="*", type=Path, metavar="FILE")
+    library = commands.add_parser(
+        "library", help="a session's library: add documents, list them, search them"
+    )
+    library.add_argument("action", choices=["add", "list", "search"])
+    library.add_argument("items", nargs="*", metavar="FILE|WORDS",
+                         help="add: the files; search: the question")  # fmt: skip
     library.add_argument("--session", required=True, help="the session's name")
     login = commands.add_parser("login", help="save the server's address and your token")
     login.add_argument("--url", required=True, help="e.g. http://localhost:8000")
@@ -75,15 +78,20 @@ def main(argv: list[str] | None = None) -> int:
 
 
 async def _library(settings: config.Config, args) -> int:
-    from parley_cli.library import add, show
+    from parley_cli.library import add, search, show
 
     api = Api(settings)
     try:
         if args.action == "add":
-            if not args.files:
+            if not args.items:
                 print("Name one or more files to add.", file=sys.stderr)
                 return 2
-            return await add(api, args.session, args.files)
+            return await add(api, args.session, [Path(item) for item in args.items])
+        if args.action == "search":
+            if not args.items:
+                print("Say what to look for.", file=sys.stderr)
+                return 2
+            return await search(api, args.session, " ".join(args.items))
         return await show(api, args.session)
     except ApiError as exc:
         print(exc.detail or f"The server answered {exc.status}.", file=sys.stderr)

@@ -1,6 +1,6 @@
-"""A session's library through the API (what `parley library add FILE…` uses): its documents
-with their state, adding documents, removing one. Reads for anyone in the room; changes for
-its members and owner, with a post token."""
+"""A session's library through the API (what `parley library` uses): its documents with their
+state, adding documents, removing one, and searching it as the roles do. Reads for anyone in
+the room; changes for its members and owner, with a post token."""
 
 from __future__ import annotations
 
@@ -16,7 +16,9 @@ from apps.api.schemas import ERRORS, Error, Refused
 from apps.chat.access import Need, reach
 from apps.chat.records.library import library_add, library_remove
 from apps.chat.selectors import sessions_for_user
+from apps.chat.display.citations import passage_url
 from apps.library.models import Document
+from apps.library.search import library_search
 
 router = Router()
 MAX_DOCUMENTS_AT_ONCE = 100
@@ -30,14 +32,28 @@ class DocumentOut(Schema):
     error: str
     pages: int | None
     passages: int
+    vectors: str  # whose: "local:all-MiniLM-L6-v2", "openai:text-embedding-3-small"; "" none
+    vectors_done: int  # passages with their vector so far (searchable by words already)
+    vectors_note: str  # why the embedded model's vectors were taken, if they were
     created_at: datetime
+
+
+class PassageOut(Schema):
+    mark: str  # "L123": how a role cites it
+    document: UUID
+    document_name: str
+    page: int | None
+    heading: str
+    text: str  # as the roles read it (a short passage with its neighbours)
+    url: str  # the passage in the web page
 
 
 def document_out(document: Document) -> DocumentOut:
     return DocumentOut(
         id=document.public_id, name=document.name, size=document.size, state=document.state,
         error=document.error, pages=document.pages, passages=document.chunks_count,
-        created_at=document.created_at,
+        vectors=document.embedder, vectors_done=document.vectors_done,
+        vectors_note=document.vectors_note, created_at=document.created_at,
     )  # fmt: skip
 
 
@@ -55,6 +71,32 @@ def list_documents(request, session_id: UUID):
     then `ready` (with its pages and passages) or `failed` (with the reason in `error`)."""
     session = _session(request, session_id, Need.READ)
     return [document_out(d) for d in Document.objects.filter(session=session)]
+
+
+@router.get(
+    "/sessions/{session_id}/library/search",
+    response={200: list[PassageOut], **ERRORS, 422: Error},
+    summary="Search a session's library",
+)
+def search_library(request, session_id: UUID, q: str, limit: int = 8):
+    """The passages that best answer `q`, best first, found as the roles' `library_search`
+    finds them: by their words and by meaning, fused. Each has its mark (cite it as `[L123]`
+    in a message and the reply's link opens it), its document, page and section."""
+    session = _session(request, session_id, Need.READ)
+    if not q.strip() or len(q) > 2000:
+        raise Refused(422, "Ask in 1 to 2,000 characters.", "q")
+    if not 1 <= limit <= 50:
+        raise Refused(422, "limit is from 1 to 50.", "limit")
+    hits = library_search(session=session, question=q, limit=limit)
+    return [
+        PassageOut(
+            mark=f"L{hit.chunk.pk}", document=hit.chunk.document.public_id,
+            document_name=hit.chunk.document.name, page=hit.chunk.page,
+            heading=hit.chunk.heading, text=hit.text,
+            url=request.build_absolute_uri(passage_url(hit.chunk)),
+        )
+        for hit in hits
+    ]  # fmt: skip
 
 
 @router.post(

@@ -28,9 +28,26 @@ class Chunk:
 
 def chunks_of(sections: list[Section], *, words: int = CHUNK_WORDS) -> list[Chunk]:
     found: list[Chunk] = []
-    for section in sections:
+    for section in _places(sections):
         found += _cut(section, words)
     return found
+
+
+def _places(sections: list[Section]) -> list[Section]:
+    """Consecutive sections of one place (a heading's paragraphs, a page's) as one, so that
+    short paragraphs are read together; their text is joined as the document's text is
+    (a blank line between), so the character ranges still hold."""
+    joined: list[Section] = []
+    for section in sections:
+        last = joined[-1] if joined else None
+        if last is not None and (last.page, last.heading) == (section.page, section.heading):
+            gap = section.start - (last.start + len(last.text))
+            if gap == 2:
+                joined[-1] = Section(last.text + "\n\n" + section.text, last.page,
+                                     last.heading, last.start)  # fmt: skip
+                continue
+        joined.append(section)
+    return joined
 
 
 def _cut(section: Section, words: int) -> list[Chunk]:

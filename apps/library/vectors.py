@@ -19,6 +19,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections import OrderedDict
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
@@ -38,6 +39,8 @@ CACHE_BYTES = 512 * 1024 * 1024  # the matrices a process keeps, over all sessio
 # holds nothing on the question is still nearest): all-MiniLM-L6-v2 puts unrelated English
 # texts at 0.0 to 0.15.
 MIN_SIMILARITY = 0.25
+# Questions embedded off the request's thread, while the full text is searched.
+EMBEDDING = ThreadPoolExecutor(max_workers=2, thread_name_prefix="library-question")
 
 
 def embedder_for(session) -> str:
@@ -139,33 +142,54 @@ def _load(session_id: int, embedder: str, stamp: tuple) -> _Matrix:
     )
 
 
+class Asked:
+    """A question on its way to vectors: each embedder's embedding of it starts at once, off
+    this thread (the embedded model, or a provider's call), so the full-text search runs
+    meanwhile; `nearest` then waits for them and searches."""
+
+    def __init__(self, *, session, question: str) -> None:
+        self.session = session
+        embedders = list(
+            _documents_of(session.pk)
+            .exclude(embedder="")
+            .order_by()  # else the documents' ordering makes each row distinct
+            .values_list("embedder", flat=True)
+            .distinct()
+        )
+        if any(embedder != LOCAL for embedder in embedders):
+            session.credential  # noqa: B018 -- loaded here: the embedding thread reads no database
+        self.queries = {
+            embedder: EMBEDDING.submit(embed, [question], embedder=embedder, session=session)
+            for embedder in embedders
+        }
+
+    def nearest(self, limit: int) -> list[int]:
+        """The ids of the session's passages nearest to the question in meaning, best first,
+        over every embedder its documents use (each compared with its own; ranks
+        interleaved)."""
+        ranked: list[list[int]] = []
+        for embedder, pending in self.queries.items():
+            matrix = MATRICES.get(self.session.pk, embedder)
+            try:
+                query = pending.result()[0]
+            except ProviderError as exc:
+                logger.info("Library search without %s vectors: %s", embedder, exc)
+                continue
+            if not len(matrix.ids) or query.shape[0] != matrix.vectors.shape[1]:
+                continue
+            scores = matrix.vectors @ query
+            top = min(limit, len(scores))
+            best = np.argpartition(-scores, top - 1)[:top]
+            best = best[np.argsort(-scores[best])]
+            ranked.append([int(matrix.ids[i]) for i in best if scores[i] >= MIN_SIMILARITY])
+        merged: list[int] = []
+        for place in range(limit):
+            merged.extend(ids[place] for ids in ranked if place < len(ids))
+        return merged[:limit]
+
+
 def nearest(*, session, question: str, limit: int) -> list[int]:
-    """The ids of the session's passages nearest to `question` in meaning, best first, over
-    every embedder its documents use (each compared with its own; ranks interleaved)."""
-    embedders = (
-        _documents_of(session.pk).exclude(embedder="").values_list("embedder", flat=True).distinct()
-    )
-    ranked: list[list[int]] = []
-    for embedder in embedders:
-        matrix = MATRICES.get(session.pk, embedder)
-        if not len(matrix.ids):
-            continue
-        try:
-            query = embed([question], embedder=embedder, session=session)[0]
-        except ProviderError as exc:
-            logger.info("Library search without %s vectors: %s", embedder, exc)
-            continue
-        if query.shape[0] != matrix.vectors.shape[1]:
-            continue
-        scores = matrix.vectors @ query
-        top = min(limit, len(scores))
-        best = np.argpartition(-scores, top - 1)[:top]
-        best = best[np.argsort(-scores[best])]
-        ranked.append([int(matrix.ids[i]) for i in best if scores[i] >= MIN_SIMILARITY])
-    merged: list[int] = []
-    for place in range(limit):
-        merged.extend(ids[place] for ids in ranked if place < len(ids))
-    return merged[:limit]
+    return Asked(session=session, question=question).nearest(limit)
 
 
 def _documents_of(session_id: int):

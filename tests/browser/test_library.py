@@ -34,7 +34,9 @@ def test_a_folder_into_the_library_and_replies_whose_citations_open_checked(
     session_set_provider(session=session, credential=emulated_anthropic, model="claude-sonnet-5")
     folder = tmp_path / "harbour"
     folder.mkdir()
-    (folder / "brief.pdf").write_bytes(text_pdf("Harbour rules.", "The harbour bell rings at dawn."))
+    (folder / "brief.pdf").write_bytes(
+        text_pdf("Harbour rules.", "The harbour bell rings at dawn.")
+    )
     (folder / "tides.md").write_text("# Tides\n\nSpring tides reach four metres.")
     (folder / "chart.png").write_bytes(b"\x89PNG\r\n\x1a\n")
     chat.reload()

@@ -63,3 +63,38 @@ def test_parley_library_adds_waits_for_the_reading_and_lists(
     assert "guide.md: 1 passage" in said and "scan.jpg: not added — " in said
     assert main(["library", "list", "--session", "Harbour"]) == 0
     assert "guide.md: 1 passage" in capsys.readouterr().out
+
+
+def test_the_api_and_parley_library_search_as_the_roles_do(
+    alice, bob, roles, celery_worker, asgi_server, monkeypatch, capsys
+):
+    session = session_create(owner=alice, name="Harbour", roles=roles)
+    raw = token_create(user=alice, name="laptop", scope="read")[1]
+    stranger = token_create(user=bob, name="bob", scope="read")[1]
+    manual = b"# Boiler\n\n## Error codes\n\nCode F28 means the boiler failed to ignite."
+    Client(**bearer(token_create(user=alice, name="w", scope="post")[1])).post(
+        f"/api/v1/sessions/{session.public_id}/library",
+        {"files": [SimpleUploadedFile("boiler.md", manual)]},
+    )
+    wait_until(lambda: Document.objects.filter(state="ready", vectors_done=1).exists())
+    url = f"/api/v1/sessions/{session.public_id}/library/search"
+    found = Client().get(url, {"q": "why will the heater not light?"}, **bearer(raw))
+    assert found.status_code == 200, found.content
+    (passage,) = found.json()  # found by meaning: no word of the question is in it
+    assert passage["document_name"] == "boiler.md" and passage["heading"] == "Boiler > Error codes"
+    assert passage["mark"].startswith("L") and "F28" in passage["text"]
+    assert passage["url"].endswith(f"/passages/0/")
+    listed = Client().get(f"/api/v1/sessions/{session.public_id}/library", **bearer(raw)).json()
+    assert listed[0]["vectors"] == "local:all-MiniLM-L6-v2" and listed[0]["vectors_done"] == 1
+    assert Client().get(url, {"q": " "}, **bearer(raw)).status_code == 422
+    assert Client().get(url, {"q": "x", "limit": 0}, **bearer(raw)).status_code == 422
+    assert Client().get(url, {"q": "boiler"}, **bearer(stranger)).status_code == 404
+
+    monkeypatch.setenv("PARLEY_URL", asgi_server.url)
+    monkeypatch.setenv("PARLEY_TOKEN", raw)
+    monkeypatch.setenv("PARLEY_CONFIG", "/nonexistent/parley.json")
+    assert main(["library", "search", "boiler", "failed", "--session", "Harbour"]) == 0
+    said = capsys.readouterr().out
+    assert f"[{passage['mark']}] boiler.md — Boiler > Error codes" in said and "F28" in said
+    assert main(["library", "search", "helicopter rotor", "--session", "Harbour"]) == 1
+    assert "Nothing in the library of Harbour answers that." in capsys.readouterr().out

@@ -131,7 +131,7 @@ def test_vectors_follow_a_reading_again_and_a_removal(alice, roles):
 
 def test_a_short_passage_is_read_cited_and_checked_with_its_neighbours(alice, roles):
     session = session_create(owner=alice, name="Home", roles=roles)
-    long = " ".join(f"Line {n} of the boiler log records a steady flame." for n in range(15))
+    long = " ".join(f"Line {n} of the boiler log records a steady flame." for n in range(18))
     text = f"# Log\n\n{long}\n\nThe flame went out at noon on Sunday.\n\n# Other\n\nUnrelated."
     log = _indexed(session, alice, "log.md", text)
     first, short, other = Chunk.objects.filter(document=log).order_by("seq")

@@ -74,11 +74,7 @@ def cited_markdown(text: str, *, session_id: int) -> tuple[str, list[Check]]:
         if chunk is None:
             return match[0]
         number = numbers.setdefault(chunk.pk, len(numbers) + 1)
-        url = reverse(
-            "chat:library_passage",
-            kwargs={"session": chunk.document.session.public_id,
-                    "document": chunk.document.public_id, "seq": chunk.seq},
-        )  # fmt: skip
+        url = passage_url(chunk)
         if match.start() in quoted:  # the passage opens with the quoted words marked
             url += "?" + urlencode({"quote": quoted[match.start()][:300]})
         page = f", page {chunk.page}" if chunk.page else ""
@@ -86,6 +82,15 @@ def cited_markdown(text: str, *, session_id: int) -> tuple[str, list[Check]]:
         return f'[\\[{number}\\]]({url} "{title}")' + "".join(verdicts.get(match.start(), []))
 
     return MARK.sub(link, text), checks
+
+
+def passage_url(chunk: Chunk) -> str:
+    """Where a passage opens (its document and session loaded with it)."""
+    return reverse(
+        "chat:library_passage",
+        kwargs={"session": chunk.document.session.public_id,
+                "document": chunk.document.public_id, "seq": chunk.seq},
+    )  # fmt: skip
 
 
 def quote_check(quote: str, passage: str) -> Check:
