@@ -14,9 +14,9 @@ from ninja.files import UploadedFile
 from apps.api.auth import require_post_scope
 from apps.api.schemas import ERRORS, Error, Refused
 from apps.chat.access import Need, reach
+from apps.chat.display.citations import passage_url
 from apps.chat.records.library import library_add, library_remove
 from apps.chat.selectors import sessions_for_user
-from apps.chat.display.citations import passage_url
 from apps.library.models import Document
 from apps.library.search import library_search
 

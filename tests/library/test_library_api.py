@@ -83,7 +83,7 @@ def test_the_api_and_parley_library_search_as_the_roles_do(
     (passage,) = found.json()  # found by meaning: no word of the question is in it
     assert passage["document_name"] == "boiler.md" and passage["heading"] == "Boiler > Error codes"
     assert passage["mark"].startswith("L") and "F28" in passage["text"]
-    assert passage["url"].endswith(f"/passages/0/")
+    assert passage["url"].endswith("/passages/0/")
     listed = Client().get(f"/api/v1/sessions/{session.public_id}/library", **bearer(raw)).json()
     assert listed[0]["vectors"] == "local:all-MiniLM-L6-v2" and listed[0]["vectors_done"] == 1
     assert Client().get(url, {"q": " "}, **bearer(raw)).status_code == 422
