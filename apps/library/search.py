@@ -12,6 +12,7 @@ neighbours where it needs them (`passages`)."""
 from __future__ import annotations
 
 import re
+import time
 from dataclasses import dataclass
 
 from django.db import connection
@@ -21,10 +22,15 @@ from apps.library.passages import passage_text, passages_of
 from apps.library.vectors import Asked
 
 MAX_TERMS = 16
-# SQLite: a word in more passages than this (or a tenth of them all, if more) is left out of
-# the lookup, as a common word is: it barely moves bm25, and ranking every passage it is in
-# was most of a search's time (36 -> 11 ms at 50,000 passages). Counting it stops there.
-COMMON_PASSAGES = 5000
+# A word in more passages than COMMON_PASSAGES and than COMMON_SHARE of them all is left out
+# of the lookup, as a common word is: it barely moves the ranking, and ranking every passage
+# it is in was most of a search's time (at 50,000 passages, p95 26 -> 10 ms on SQLite and
+# 74 -> 15 ms on PostgreSQL). SQLite counts it (stopping at the limit); PostgreSQL's own
+# statistics of the column (ANALYZE's most common lexemes, with the share of rows holding
+# each) say it. A small library never loses a word this way.
+COMMON_PASSAGES = 2500
+COMMON_SHARE = 0.05
+STATISTICS_SECONDS = 60.0
 CANDIDATES = 40  # taken from each ranking before fusion
 RRF_K = 60  # the usual constant: a rank's weight falls slowly, so both rankings count
 TERM = re.compile(r"\w+", re.U)
@@ -106,7 +112,7 @@ def full_text_ranked(*, session_id: int, question: str, limit: int) -> list[int]
             "SELECT id FROM library_document WHERE session_id = %s AND state = %s)) "
             "ORDER BY score DESC, c.id LIMIT %s"
         )
-        lookup = " | ".join(terms)  # words only (TERM): nothing to escape
+        lookup = " | ".join(_not_common_pg(terms))  # words only (TERM): nothing to escape
     else:
         sql = (
             "SELECT c.id, -bm25(library_chunk_fts, 1.0, 2.0) AS score FROM library_chunk_fts "
@@ -128,7 +134,7 @@ def _not_common(terms: list[str]) -> list[str]:
     to the limit, in well under a millisecond); all of them if every one is."""
     with connection.cursor() as cursor:
         cursor.execute("SELECT max(id) FROM library_chunk")
-        limit = max(COMMON_PASSAGES, (cursor.fetchone()[0] or 0) // 10)
+        limit = max(COMMON_PASSAGES, int((cursor.fetchone()[0] or 0) * COMMON_SHARE))
         kept = []
         for term in terms:
             cursor.execute(
@@ -138,4 +144,39 @@ def _not_common(terms: list[str]) -> list[str]:
             )
             if cursor.fetchone()[0] <= limit:
                 kept.append(term)
+    return kept or terms
+
+
+_lexeme_shares: tuple[float, dict[str, float]] = (0.0, {})
+
+
+def _not_common_pg(terms: list[str]) -> list[str]:
+    """The terms whose lexemes are not common by PostgreSQL's own statistics (read once a
+    minute); all of them if every one is, or before the column has been analysed."""
+    global _lexeme_shares
+    read_at, shares = _lexeme_shares
+    with connection.cursor() as cursor:
+        if time.monotonic() - read_at > STATISTICS_SECONDS:
+            cursor.execute(
+                "SELECT s.most_common_elems::text::text[], s.most_common_elem_freqs, "
+                "c.reltuples FROM pg_stats s JOIN pg_class c ON c.relname = s.tablename "
+                "WHERE s.tablename = 'library_chunk' AND s.attname = 'search'"
+            )
+            row = cursor.fetchone()
+            floor = COMMON_PASSAGES / row[2] if row and row[2] and row[2] > 0 else 1.0
+            shares = (
+                {lexeme: share for lexeme, share in zip(row[0], row[1], strict=False)
+                 if share > max(COMMON_SHARE, floor)}
+                if row and row[0] else {}
+            )  # fmt: skip
+            _lexeme_shares = (time.monotonic(), shares)
+        if not shares:
+            return terms
+        cursor.execute(
+            "SELECT word, array(SELECT lexeme FROM unnest(to_tsvector('english', word))) "
+            "FROM unnest(%s::text[]) AS word",
+            [terms],
+        )
+        stems = dict(cursor.fetchall())
+    kept = [term for term in terms if not any(stem in shares for stem in stems.get(term, []))]
     return kept or terms

@@ -165,3 +165,59 @@ def test_a_word_document_keeps_its_headings_and_tables_and_a_zip_bomb_is_left():
         extract("bomb.docx", bomb.getvalue())
     with pytest.raises(Unreadable, match="not a Word document"):
         extract("fake.docx", b"not a zip at all")
+
+
+def test_a_2000_page_pdf_and_a_huge_csv_are_read_within_their_bounds(alice, roles, settings):
+    settings.PARLEY_LIBRARY_VECTORS = "off"  # the words: the vectors are tested on their own
+    session = session_create(owner=alice, name="Archive", roles=roles)
+    pages = [f"Minutes of sitting {n}: the harbour board met." for n in range(1, 2001)]
+    pages[1536] = "Minutes of sitting 1537: the lighthouse lamp was replaced with an amber one."
+    data = text_pdf(*pages)
+    book = document_index(
+        document=document_create(session=session, by=alice, name="minutes.pdf", data=data),
+        data=data,
+    )
+    assert (book.state, book.pages, book.chunks_count) == ("ready", 2000, 2000)
+    (hit, *_) = library_search(session=session, question="amber lamp")
+    assert hit.chunk.page == 1537
+    # A CSV past MAX_CSV_ROWS keeps its first rows (each group with its header) and stops.
+    rows = "port,depth\n" + "".join(f"quay{n},{n % 97}\n" for n in range(250_000))
+    table = document_index(
+        document=document_create(session=session, by=alice, name="depths.csv",
+                                 data=rows.encode()),
+        data=rows.encode(),
+    )  # fmt: skip
+    assert table.state == "ready" and table.chunks_count == (200_000 - 1 + 39) // 40
+    last = Chunk.objects.filter(document=table).order_by("-seq").first()
+    assert last.text.startswith("port,depth\n") and "quay199998," in last.text
+    assert not Chunk.objects.filter(document=table, text__contains="quay199999,").exists()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_word_in_most_passages_is_left_out_of_the_lookup(alice, roles, settings, monkeypatch):
+    from django.db import connection
+
+    from apps.library import search
+
+    settings.PARLEY_LIBRARY_VECTORS = "off"
+    monkeypatch.setattr(search, "COMMON_PASSAGES", 3)
+    monkeypatch.setattr(search, "_lexeme_shares", (0.0, {}))
+    session = session_create(owner=alice, name="Reports", roles=roles)
+    for n in range(12):
+        text = f"# Report {n}\n\nThe harbour was quiet on day {n}."
+        if n == 7:
+            text += " The amber lamp was lit."
+        document_index(
+            document=document_create(session=session, by=alice, name=f"r{n}.md",
+                                     data=text.encode()),
+            data=text.encode(),
+        )  # fmt: skip
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute("ANALYZE library_chunk")
+        kept = search._not_common_pg(["harbour", "amber"])
+    else:
+        kept = search._not_common(["harbour", "amber"])
+    assert kept == ["amber"]  # in every passage: left out
+    hits = library_search(session=session, question="harbour amber")
+    assert hits[0].chunk.document.name == "r7.md"
