@@ -249,7 +249,6 @@ def _score(judgements: list[tuple[bool, float]]) -> str:
 
 def scale(user, texts: dict[str, str], asked, *, documents: int, per_document: int) -> None:
     import numpy as np
-
     from django.db import connection
 
     from apps.chat.records.sessions import session_create
