@@ -103,12 +103,14 @@ def full_text_ranked(*, session_id: int, question: str, limit: int) -> list[int]
     if not terms:
         return []
     if connection.vendor == "postgresql":
-        # The session's documents as an array: one GIN scan ANDed with them, never a scan per
-        # document (the planner's choice with a join, 4 s at 50,000 passages; 41 ms this way).
-        # ts_rank, not ts_rank_cd: cover density costs twice as much over many matches.
+        # The GIN index finds the passages, then the session's documents (an array) filter
+        # them: with a join the planner scanned the index once per document (4 s at 50,000
+        # passages), and with the array on the document index it read every passage of the
+        # session (47 ms); `+ 0` keeps it off that index (7 ms). ts_rank, not ts_rank_cd:
+        # cover density costs twice as much over many matches.
         sql = (
             "SELECT c.id, ts_rank(c.search, q) AS score FROM library_chunk c, "
-            "to_tsquery('english', %s) q WHERE c.search @@ q AND c.document_id = ANY(ARRAY("
+            "to_tsquery('english', %s) q WHERE c.search @@ q AND c.document_id + 0 = ANY(ARRAY("
             "SELECT id FROM library_document WHERE session_id = %s AND state = %s)) "
             "ORDER BY score DESC, c.id LIMIT %s"
         )
