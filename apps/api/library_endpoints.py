@@ -8,7 +8,7 @@ from datetime import datetime
 from uuid import UUID
 
 from django.core.exceptions import ValidationError
-from ninja import File, Router, Schema, Status
+from ninja import Field, File, Query, Router, Schema, Status
 from ninja.files import UploadedFile
 
 from apps.api.auth import require_post_scope
@@ -36,6 +36,11 @@ class DocumentOut(Schema):
     vectors_done: int  # passages with their vector so far (searchable by words already)
     vectors_note: str  # why the embedded model's vectors were taken, if they were
     created_at: datetime
+
+
+class SearchQuery(Schema):
+    q: str = Field(..., min_length=1, max_length=2000, description="The question, in words")
+    limit: int = Field(8, ge=1, le=50, description="At most this many passages")
 
 
 class PassageOut(Schema):
@@ -75,19 +80,15 @@ def list_documents(request, session_id: UUID):
 
 @router.get(
     "/sessions/{session_id}/library/search",
-    response={200: list[PassageOut], **ERRORS, 422: Error},
+    response={200: list[PassageOut], **ERRORS},
     summary="Search a session's library",
 )
-def search_library(request, session_id: UUID, q: str, limit: int = 8):
+def search_library(request, session_id: UUID, asked: Query[SearchQuery]):
     """The passages that best answer `q`, best first, found as the roles' `library_search`
     finds them: by their words and by meaning, fused. Each has its mark (cite it as `[L123]`
     in a message and the reply's link opens it), its document, page and section."""
     session = _session(request, session_id, Need.READ)
-    if not q.strip() or len(q) > 2000:
-        raise Refused(422, "Ask in 1 to 2,000 characters.", "q")
-    if not 1 <= limit <= 50:
-        raise Refused(422, "limit is from 1 to 50.", "limit")
-    hits = library_search(session=session, question=q, limit=limit)
+    hits = library_search(session=session, question=asked.q, limit=asked.limit)
     return [
         PassageOut(
             mark=f"L{hit.chunk.pk}", document=hit.chunk.document.public_id,
