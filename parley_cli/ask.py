@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -13,6 +14,30 @@ from pathlib import Path
 from parley_cli.client import Api, ThreadState, follow
 
 IN_FLIGHT = {"queued", "streaming"}
+MARK = re.compile(r"\[(L\d{1,12})\]")
+
+
+def with_citations(text: str, citations: list[dict]) -> str:
+    """A reply as a terminal shows it: its library marks ([L12]) numbered as the web page
+    numbers them, and a footnote for each: the document, the page, and each quotation made
+    with it, checked (✓, ✓ close, or ⚠ not found in the cited passage)."""
+    if not citations:
+        return text
+    numbers = {cited["mark"]: cited["number"] for cited in citations}
+    shown = MARK.sub(lambda m: f"[{numbers[m[1]]}]" if m[1] in numbers else m[0], text).rstrip()
+    notes = []
+    for cited in citations:
+        page = f", page {cited['page']}" if cited["page"] else ""
+        notes.append(f"[{cited['number']}] {cited['document_name']}{page}")
+        for quote in cited["quotes"]:
+            verdict = (
+                "✓" if quote["verified"] and quote["exact"]
+                else "✓ close" if quote["verified"]
+                else "⚠ not found in the cited passage"
+            )  # fmt: skip
+            notes.append(f"  “{quote['quote'][:120]}” {verdict}")
+    # Two spaces before each line's end: a line break in Markdown (`parley chat` renders it).
+    return shown + "\n\n" + "  \n".join(notes)
 
 
 async def ask(
@@ -84,6 +109,6 @@ def print_replies(replies: list[dict], *, as_json: bool) -> int:
         for reply in replies:
             status = "" if reply["status"] == "done" else f" ({reply['status']})"
             print(f"── {reply['speaker_name']}{status} ──")
-            print(reply["text"].rstrip())
+            print(with_citations(reply["text"], reply.get("citations") or []).rstrip())
             print()
     return 0 if all(reply["status"] == "done" for reply in replies) else 1

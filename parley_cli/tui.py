@@ -21,6 +21,7 @@ from textual.suggester import Suggester
 from textual.widgets import Footer, Header, Input, OptionList, Static
 from textual.widgets.option_list import Option
 
+from parley_cli.ask import with_citations
 from parley_cli.client import Api, ApiError, Reply, ThreadState, follow
 
 IN_FLIGHT = {"queued", "streaming"}
@@ -78,7 +79,7 @@ class MessagePanel(Static):
         elif data["speaker"] == "user":
             self.update(self.reply.text)
         else:  # a role's Markdown, as the web page renders it (rich never runs HTML)
-            self.update(Markdown(self.reply.text))
+            self.update(Markdown(with_citations(self.reply.text, data.get("citations") or [])))
 
 
 class Picker(Screen[str]):

@@ -16,6 +16,7 @@ from apps.api.schemas import (
     ERRORS,
     Accepted,
     AttachmentOut,
+    CitationOut,
     CommandOut,
     Error,
     MessageOut,
@@ -23,6 +24,7 @@ from apps.api.schemas import (
     PostIn,
     PostOut,
     QueuedOut,
+    QuoteOut,
     Refused,
     RoleOut,
     RoundsOut,
@@ -35,8 +37,10 @@ from apps.api.schemas import (
 from apps.chat.access import Need, reach, rooms_for_user, session_roles_by_handle, visible_to
 from apps.chat.council import posting, replies
 from apps.chat.council.commands import command_list
+from apps.chat.display.citations import citations_of, passage_url
 from apps.chat.display.files import attachment_response
 from apps.chat.models import (
+    IN_FLIGHT,
     Attachment,
     Message,
     MessageStatus,
@@ -99,7 +103,23 @@ def message_out(message: Message, roles: dict[str, Role]) -> MessageOut:
         attachments=[attachment_out(a) for a in message.attachments.all()]  # type: ignore[attr-defined, unused-ignore]
         if message.is_user
         else [],
+        citations=_citations(message),
     )
+
+
+def _citations(message: Message) -> list[CitationOut]:
+    if message.is_user or message.status in IN_FLIGHT or "[L" not in message.text:
+        return []
+    cited = citations_of(message.text, session_id=message.thread.session_id)
+    return [
+        CitationOut(
+            number=one.number, mark=f"L{one.chunk.pk}", document_name=one.chunk.document.name,
+            page=one.chunk.page, url=passage_url(one.chunk),
+            quotes=[QuoteOut(quote=c.quote, verified=c.verified, exact=c.exact)
+                    for c in one.checks],
+        )
+        for one in cited
+    ]  # fmt: skip
 
 
 def attachment_out(attachment: Attachment) -> AttachmentOut:

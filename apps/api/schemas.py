@@ -105,6 +105,21 @@ class AttachmentOut(Schema):
     pages: int | None
 
 
+class QuoteOut(Schema):
+    quote: str
+    verified: bool = Field(description="Found in the cited passage (exactly, or close)")
+    exact: bool
+
+
+class CitationOut(Schema):
+    number: int = Field(description="As the reply's links are numbered in the web page")
+    mark: str = Field(description="As the reply wrote it: L123 for [L123]")
+    document_name: str
+    page: int | None
+    url: str = Field(description="The passage in the web page")
+    quotes: list[QuoteOut] = Field(description="Quotations made with this mark, checked")
+
+
 class MessageOut(Schema):
     id: UUID
     seq: int
@@ -122,6 +137,10 @@ class MessageOut(Schema):
     created_at: datetime
     attachments: list[AttachmentOut] = Field(
         default_factory=list, description="A person's message: its images, PDFs and text files"
+    )
+    citations: list[CitationOut] = Field(
+        default_factory=list,
+        description="A finished reply: the library passages it cites, its quotations checked",
     )
 
 

@@ -100,3 +100,38 @@ def test_the_api_and_parley_library_search_as_the_roles_do(
     assert f"[{passage['mark']}] boiler.md — Boiler > Error codes" in said and "F28" in said
     assert main(["library", "search", "helicopter rotor", "--session", "Harbour"]) == 1
     assert "Nothing in the library of Harbour answers that." in capsys.readouterr().out
+
+
+def test_a_replys_citations_reach_the_api_and_the_terminal_checked(alice, roles, settings):
+    from apps.chat.council.posting import message_post
+    from apps.chat.models import Message, MessageStatus
+    from apps.library.models import Chunk
+    from apps.library.services import document_create, document_index
+    from parley_cli.ask import with_citations
+
+    settings.PARLEY_LIBRARY_VECTORS = "off"
+    session = session_create(owner=alice, name="Harbour", roles=roles)
+    document_index(document=document_create(session=session, by=alice, name="guide.md",
+                                            data=GUIDE), data=GUIDE)  # fmt: skip
+    mark = f"L{Chunk.objects.get().pk}"
+    posted = message_post(thread=session.active_thread, author=alice, text="@director where?")
+    said = (f"“Boats moor at the north quay” [{mark}], not “at the south pier” [{mark}]. "
+            "And [L999999] is nobody's.")  # fmt: skip
+    Message.objects.filter(pk=posted.replies[0].pk).update(
+        status=MessageStatus.DONE, content=[{"type": "text", "text": said}]
+    )
+    raw = token_create(user=alice, name="t", scope="read")[1]
+    page = Client().get(f"/api/v1/threads/{session.active_thread.public_id}/messages",
+                        **bearer(raw)).json()  # fmt: skip
+    reply = next(item for item in page["items"] if item["speaker"] != "user")
+    (cited,) = reply["citations"]
+    assert (cited["number"], cited["mark"], cited["document_name"]) == (1, mark, "guide.md")
+    assert [(q["quote"], q["verified"]) for q in cited["quotes"]] == [
+        ("Boats moor at the north quay", True), ("at the south pier", False)]  # fmt: skip
+    assert cited["url"].endswith("/passages/0/")
+    shown = with_citations(reply["text"], reply["citations"])
+    assert "quay” [1], not" in shown and "[L999999]" in shown  # a stranger's mark as written
+    assert (
+        "[1] guide.md" in shown and "“at the south pier” ⚠ not found in the cited passage" in shown
+    )
+    assert "“Boats moor at the north quay” ✓" in shown

@@ -84,6 +84,36 @@ def cited_markdown(text: str, *, session_id: int) -> tuple[str, list[Check]]:
     return MARK.sub(link, text), checks
 
 
+@dataclass(frozen=True)
+class Citation:
+    number: int  # as the reply's links are numbered: by first appearance
+    chunk: Chunk
+    checks: tuple[Check, ...]  # the quotations made with this mark
+
+
+def citations_of(text: str, *, session_id: int) -> list[Citation]:
+    """The passages a reply cites, numbered as its links are, each with its quotations
+    checked (for the API and the terminal, which show them as footnotes)."""
+    ids = [int(found) for found in MARK.findall(text)]
+    if not ids:
+        return []
+    chunks = Chunk.objects.filter(pk__in=set(ids), document__session_id=session_id)
+    found = {
+        chunk.pk: chunk for chunk in chunks.select_related("document__session").defer("vector")
+    }
+    passages = passages_of(list(found.values()))
+    checks: dict[int, list[Check]] = {}
+    for match in QUOTED.finditer(text):
+        pk = int(match[2])
+        if pk in found:
+            checks.setdefault(pk, []).append(quote_check(match[1], passage_text(passages[pk])))
+    order = [pk for pk in dict.fromkeys(ids) if pk in found]
+    return [
+        Citation(number, found[pk], tuple(checks.get(pk, ())))
+        for number, pk in enumerate(order, start=1)
+    ]
+
+
 def passage_url(chunk: Chunk) -> str:
     """Where a passage opens (its document and session loaded with it)."""
     return reverse(
