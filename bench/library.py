@@ -8,8 +8,8 @@
    their answer's), each judged by words its answer holds: recall@5 and MRR@10 for full text
    alone, vectors alone, and both fused (what the roles get), and for Open WebUI's default
    pipeline re-created here (its default splitter, 1,000 characters with 100 of overlap, and its
-   default embedding model, all-MiniLM-L6-v2, vectors alone): open-webui itself needs torch
-   and a vector database, which cannot be installed here.
+   default embedding model, all-MiniLM-L6-v2, vectors alone): open-webui itself is not run,
+   as it brings torch, a vector database and its server to compute exactly this.
 3. **Scale.** 1,000 documents of 50 passages each (50,000 passages of the corpus's words at
    their frequencies, with random unit vectors: embedding 50,000 passages takes most of an
    hour on two cores, and is measured in 1 as pages/s), then every question 3 times: p50/p95
