@@ -24,8 +24,8 @@ from apps.library.vectors import Asked
 MAX_TERMS = 16
 # A word in more passages than COMMON_PASSAGES and than COMMON_SHARE of them all is left out
 # of the lookup, as a common word is: it barely moves the ranking, and ranking every passage
-# it is in was most of a search's time (at 50,000 passages, p95 26 -> 10 ms on SQLite and
-# 74 -> 15 ms on PostgreSQL). SQLite counts it (stopping at the limit); PostgreSQL's own
+# it is in was most of a search's time (at 50,000 passages, p95 26 -> 12 ms on SQLite and
+# 74 -> 18 ms on PostgreSQL). SQLite counts it (stopping at the limit); PostgreSQL's own
 # statistics of the column (ANALYZE's most common lexemes, with the share of rows holding
 # each) say it. A small library never loses a word this way.
 COMMON_PASSAGES = 2500
