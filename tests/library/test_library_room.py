@@ -67,9 +67,15 @@ def test_the_library_shares_the_sessions_quota_and_says_what_it_refuses(
     big = b"x" * (1024 * 1024 - len(GUIDE) + 1)
     with pytest.raises(ValidationError, match="does not fit in this session's 1 MB"):
         library_add(session=session, by=alice, name="big.txt", data=big)
-    # The workspace sees the library's bytes as used.
+    # The workspace sees the library's bytes as used, and so does the Files dialog.
     assert session_workspace(session).quota_bytes == 1024 * 1024 - len(GUIDE)
     wait_until(lambda: Document.objects.filter(state="ready").count() == 1)
+    from django.test import Client
+
+    client = Client()
+    client.force_login(alice)
+    files = client.get(f"/s/{session.public_id}/files/").content.decode()
+    assert f"{len(GUIDE)}\xa0bytes of 1.0\xa0MB used" in files  # filesizeformat's spaces
 
 
 def test_the_files_dialog_holds_the_library_and_the_room_rules_apply(

@@ -26,10 +26,12 @@ from apps.chat.models import (
     person_name,
 )
 from apps.chat.models.attachments import stored_name
-from apps.chat.records.sessions import session_files_write, session_workspace
+from apps.chat.records.sessions import (
+    session_files_write,
+    session_storage_used,
+    session_workspace,
+)
 from apps.chat.records.text import clean_name, storable
-from apps.chat.selectors import attachments_bytes
-from apps.library.selectors import library_bytes
 from apps.workspace.files import WorkspaceError
 
 MAX_ATTACHMENT_BYTES = 32 * 1024 * 1024  # a PDF as big as Anthropic's whole request may be
@@ -110,11 +112,7 @@ def _first_page(kept: Sniffed) -> bytes | None:
 
 
 def _check_quota(session: Session, adding: int, name: str) -> None:
-    used = (
-        attachments_bytes(session=session)
-        + session_workspace(session).used_bytes()
-        + library_bytes(session_id=session.pk)
-    )
+    used = session_storage_used(session)
     quota = settings.PARLEY_WORKSPACE_QUOTA_MB * 1024 * 1024
     if used + adding > quota:
         raise ValidationError(

@@ -15,11 +15,10 @@ from django.db import transaction
 
 from apps.chat.models import Attachment, AttachmentKind, Session
 from apps.chat.records.attachments import whispered_save_warning
-from apps.chat.records.sessions import session_workspace
+from apps.chat.records.sessions import session_storage_used
 from apps.chat.records.text import clean_name
-from apps.chat.selectors import attachments_bytes
 from apps.library.models import Document, DocumentState
-from apps.library.selectors import library_bytes, stored_name
+from apps.library.selectors import stored_name
 from apps.library.services import AlreadyThere, document_create
 from apps.library.tasks import INDEX_TASK
 
@@ -37,11 +36,7 @@ def library_add(*, session: Session, by, name: str, data: bytes) -> Document:
         raise ValidationError(f"“{name}” is over {MAX_DOCUMENT_BYTES // 1_048_576} MB.")
     with transaction.atomic():
         Session.objects.select_for_update().filter(pk=session.pk).first()
-        used = (
-            attachments_bytes(session=session)
-            + session_workspace(session).used_bytes()
-            + library_bytes(session_id=session.pk)
-        )
+        used = session_storage_used(session)
         quota = settings.PARLEY_WORKSPACE_QUOTA_MB * 1024 * 1024
         if used + len(data) > quota:
             raise ValidationError(

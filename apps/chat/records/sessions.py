@@ -204,6 +204,16 @@ def session_files_write(*, session: Session, path: str, data: bytes) -> FileInfo
         return session_workspace(session).write(path, data)
 
 
+def session_storage_used(session: Session) -> int:
+    """Bytes the session's files take in its one quota: the workspace's, its attachments'
+    and its library's."""
+    return (
+        attachments_bytes(session=session)
+        + session_workspace(session).used_bytes()
+        + library_bytes(session_id=session.pk)
+    )
+
+
 def session_workspace(session: Session) -> Workspace:
     """The session's folder of files (created when first used)."""
     # One quota for the session's files: the workspace's, its attachments and its library.

@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+from django.conf import settings
 from django.http import FileResponse, HttpResponse
 from django.shortcuts import render
 from django.views.decorators.http import require_GET, require_POST
 
 from apps.attachments.headers import content_disposition
 from apps.chat.access import Need
-from apps.chat.records.sessions import session_files_write, session_workspace
+from apps.chat.records.sessions import (
+    session_files_write,
+    session_storage_used,
+    session_workspace,
+)
 from apps.chat.web import library_views
 from apps.chat.web.lookup import session_for
 from apps.workspace.files import WorkspaceError
@@ -21,8 +26,9 @@ def _panel(request, session, *, error: str = "", status: int = 200):
     context = {
         "session": session,
         "files": workspace.files(),
-        "used": workspace.used_bytes(),
-        "quota": workspace.quota_bytes,
+        # The session's one quota: the workspace, the attachments and the library together.
+        "used": session_storage_used(session),
+        "quota": settings.PARLEY_WORKSPACE_QUOTA_MB * 1024 * 1024,
         "error": error,
         "library_html": library_views.panel_html(request, session),
     }
