@@ -109,10 +109,10 @@ class _Matrices:
 MATRICES = _Matrices()
 
 
-def _documents(session_id: int, embedder: str):
-    return Document.objects.filter(
-        session_id=session_id, state=DocumentState.READY, embedder=embedder
-    )
+def _documents(session_id: int, embedder: str | None = None):
+    """The session's ready documents (those whose vectors are `embedder`'s, if given)."""
+    ready = Document.objects.filter(session_id=session_id, state=DocumentState.READY)
+    return ready if embedder is None else ready.filter(embedder=embedder)
 
 
 def _stamp(session_id: int, embedder: str) -> tuple:
@@ -150,7 +150,7 @@ class Asked:
     def __init__(self, *, session, question: str) -> None:
         self.session = session
         embedders = list(
-            _documents_of(session.pk)
+            _documents(session.pk)
             .exclude(embedder="")
             .order_by()  # else the documents' ordering makes each row distinct
             .values_list("embedder", flat=True)
@@ -190,10 +190,6 @@ class Asked:
 
 def nearest(*, session, question: str, limit: int) -> list[int]:
     return Asked(session=session, question=question).nearest(limit)
-
-
-def _documents_of(session_id: int):
-    return Document.objects.filter(session_id=session_id, state=DocumentState.READY)
 
 
 def document_embed(document: Document) -> None:
