@@ -19,7 +19,6 @@ from django.db import connection
 
 from apps.library.models import Chunk, DocumentState
 from apps.library.passages import passage_text, passages_of
-from apps.library.vectors import Asked
 
 MAX_TERMS = 16
 # A word in more passages than COMMON_PASSAGES and than COMMON_SHARE of them all is left out
@@ -66,6 +65,8 @@ def library_search(
     """The session's ready documents' passages that best answer `question`, best first: full
     text and vectors (each can be left out: the benchmark weighs them), fused; a passage
     already read as part of a better one's neighbours is not given twice."""
+    from apps.library.vectors import Asked  # numpy: only once a library is searched
+
     asked = (
         Asked(session=session, question=question[:2000]) if vectors and question.strip() else None
     )

@@ -11,9 +11,7 @@ from django.utils import timezone
 
 from apps.library.chunking import chunks_of
 from apps.library.extraction import Unreadable, extract
-from apps.library.minilm import ModelMissing
 from apps.library.models import Chunk, Document, DocumentState
-from apps.library.vectors import document_embed, embedder_for
 
 logger = logging.getLogger(__name__)
 
@@ -47,6 +45,10 @@ def document_index(*, document: Document, data: bytes) -> Document:
         return document
     chunks = chunks_of(sections)
     pages = max((section.page or 0 for section in sections), default=0) or None
+    # numpy and the model load only in a process that reads a document, off the live path.
+    from apps.library.minilm import ModelMissing
+    from apps.library.vectors import document_embed, embedder_for
+
     embedder = embedder_for(document.session)
     with transaction.atomic():
         Chunk.objects.filter(document=document).delete()
