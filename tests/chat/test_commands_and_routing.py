@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from django.core.exceptions import ValidationError
 from django.test import Client
@@ -104,6 +106,19 @@ def test_the_composer_keeps_the_text_of_a_failed_command(alice, alice_thread):
     assert "Nobody in this chat is called @ghost" in body and "/mute @ghost</textarea>" in body
     response = client.post(url, {"text": "/new"}, HTTP_HX_REQUEST="true")
     assert response.status_code == 200 and response["HX-Redirect"].startswith("/t/")
+
+
+def test_a_mute_answers_with_the_muted_chip_before_any_socket_follows(alice, alice_thread):
+    """The person who mutes sees it at once, even from a tab whose socket has not yet synced
+    (the push to the session's tabs went out before it followed)."""
+    client = Client()
+    client.force_login(alice)
+    url = reverse("chat:message_create", kwargs={"thread": alice_thread.public_id})
+    body = client.post(url, {"text": "/mute @sound_designer"}, HTTP_HX_REQUEST="true").content
+    picker = body.decode().split('id="role-picker"', 1)[1]
+    assert re.search(r'chip--muted[^"]*"[^>]*data-handle="sound_designer"', picker)
+    body = client.post(url, {"text": "/help"}, HTTP_HX_REQUEST="true").content.decode()
+    assert 'id="role-picker"' not in body  # a command that changes nothing renders no controls
 
 
 def test_rerun_is_scoped_to_the_owner(alice_thread, bob):

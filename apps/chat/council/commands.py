@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 from django.conf import settings
@@ -117,7 +117,10 @@ def run_command(*, thread: Thread, author: Any, text: str) -> PostedMessage:
             "and budgets are theirs. /length with a message sets the length of that turn alone.",
             code="owner_only",
         )
-    return entry.run(thread=thread, session=session, author=author, argument=argument)
+    posted = entry.run(thread=thread, session=session, author=author, argument=argument)
+    if name in SESSION_COMMANDS:
+        return replace(posted, controls_changed=True)
+    return posted
 
 
 # Commands that change the session every thread of the room shares (the owner's to change).

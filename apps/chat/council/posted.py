@@ -17,6 +17,9 @@ class PostedMessage:
     # The session and its roles as the turn read them: the composer's answer shows the same.
     session: Session | None = None
     links: list[SessionRole] | None = None
+    # A command changed what every tab's controls show (mutes, modes, budgets): the answer
+    # carries them too, so the person sees their change even before their socket follows.
+    controls_changed: bool = False
 
     @property
     def messages(self) -> list[Message]:

@@ -19,6 +19,7 @@ from apps.chat.council import digests, lifecycle, posting, replies
 from apps.chat.council.commands import command_list
 from apps.chat.display.bubbles import (
     render_bubbles,
+    render_session_controls,
     render_thread_status,
     session_controls_context,
     shown_text,
@@ -438,9 +439,12 @@ def message_create(request, thread):
     if posted.redirect_to is not None or not request.htmx:
         url = reverse("chat:thread_detail", kwargs={"thread": target.public_id})
         return HttpResponseClientRedirect(url) if request.htmx else redirect(url)
+    context_session = posted.session or Session.objects.select_related("credential").get(
+        pk=thread.session_id
+    )
     context = {
         **composer_context(
-            session=posted.session or Session.objects.get(pk=thread.session_id),
+            session=context_session,
             thread=thread,
             links=posted.links,
         ),
@@ -450,6 +454,9 @@ def message_create(request, thread):
             roles={link.role.handle: link.role for link in posted.links or ()},
         ),
         "status_html": render_thread_status(thread) if posted.queued else "",
+        "controls_html": render_session_controls(context_session)
+        if posted.controls_changed
+        else "",
     }
     return render(request, "chat/_composer.html", context)
 
