@@ -37,6 +37,7 @@ from django.conf import settings
 from apps.chat import livebus, livestate
 from apps.chat.council.replies import replies_hand_over
 from apps.chat.display import events
+from apps.chat.live.pacing import Pacer
 from apps.chat.live.publisher import LiveReply
 from apps.chat.records.replies import replies_checkpoint
 from apps.providers.adapters.clients import close_kept_clients, keep_clients_for
@@ -44,10 +45,6 @@ from apps.providers.adapters.clients import close_kept_clients, keep_clients_for
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
 
-# The tick stays at PARLEY_FLUSH_INTERVAL_MS up to this many live streams, then widens with
-# their number, up to MAX_TICK_STRETCH times (300 ms at the default).
-STREAMS_PER_TICK = 50
-MAX_TICK_STRETCH = 2
 COUNTS_INTERVAL_SECONDS = 1.0
 # Housekeeping (checkpoints, counts) runs at most this often; publishing does not wait for it.
 HOUSEKEEPING_SECONDS = 0.25
@@ -94,6 +91,7 @@ class StreamHub:
         # worked out when a batch starts or a reply arrives (`_retime`), not once a chunk.
         self._next_batch = self._late_batch = 0.0
         self._late_text: asyncio.TimerHandle | None = None  # see `publish_when_due`
+        self.pacer = Pacer()
 
     # --- from any thread ----------------------------------------------------------------------
 
@@ -225,6 +223,7 @@ class StreamHub:
 
     def detach(self, live: LiveReply) -> None:
         self.replies.pop(live.message_id, None)
+        self._retime()  # fewer streams: the tick narrows now, not after the next batch
 
     def text_arrived(self, live: LiveReply, *, first: bool) -> None:
         """The first text of a reply goes out at once; the rest waits for the tick."""
@@ -356,8 +355,7 @@ class StreamHub:
                 live.publishing.release()
 
     def tick_seconds(self) -> float:
-        stretch = min(MAX_TICK_STRETCH, max(1.0, len(self.replies) / STREAMS_PER_TICK))
-        return settings.PARLEY_FLUSH_INTERVAL_MS / 1000 * stretch
+        return self.pacer.tick(len(self.replies))
 
     async def _tick_forever(self) -> None:
         """Housekeeping: checkpoints of streaming replies, counts of settled ones."""
@@ -370,6 +368,8 @@ class StreamHub:
             wait = last_tick + HOUSEKEEPING_SECONDS - time.monotonic()
             if wait > 0:
                 await asyncio.sleep(wait)
+                # How late the sleep ended is the loop's lag: the tick widens with it.
+                self.pacer.observe_lag(time.monotonic() - last_tick - HOUSEKEEPING_SECONDS)
                 continue
             now = last_tick = time.monotonic()
             try:
