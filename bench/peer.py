@@ -140,6 +140,7 @@ class OpenWebUI:
                 if stream.first_delta_at is None:
                     stream.first_delta_at = time.monotonic()
                 stream.text += inner["delta"]
+                stream.arrivals.append((time.monotonic(), len(stream.text)))
             elif data["type"] == "chat:completion" and inner.get("done"):
                 stream.settled_at = time.monotonic()
                 stream.status = "error" if inner.get("error") else "done"

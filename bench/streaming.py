@@ -10,6 +10,8 @@ HTTP, opens each thread's websocket and sends `sync`, then posts every composer 
 once, and reads the frames until every reply has settled. It prints, per load:
 
 - relay p50/p95: the upstream's first token → the first delta on the websocket;
+- mid-stream lag p50/p95: every piece of text, from the moment the upstream wrote it to the
+  moment the client held it (not only the first: batching shows here);
 - TTFT overhead p50: POST start → first delta, minus the upstream's own time to first token;
 - POST: the composer POST's answer time; tail: the upstream's `[DONE]` → the settled bubble;
 - finished: replies the client saw settle; exact: those whose deltas are exactly the upstream's
@@ -70,6 +72,8 @@ class Stream:
     settled_at: float | None = None
     text: str = ""
     status: str = ""
+    # (when, characters shown so far) at each delta the client received.
+    arrivals: list[tuple[float, int]] = field(default_factory=list)
 
 
 @dataclass
@@ -79,6 +83,7 @@ class Result:
     interval_ms: int
     tokens: int
     relay_ms: list[float] = field(default_factory=list)
+    lag_ms: list[float] = field(default_factory=list)  # every piece: written → shown
     overhead_ms: list[float] = field(default_factory=list)
     post_ms: list[float] = field(default_factory=list)
     tail_ms: list[float] = field(default_factory=list)
@@ -138,6 +143,7 @@ async def _run_stream(http, server, stream: Stream, start: asyncio.Event, csrf: 
                     if stream.first_delta_at is None:
                         stream.first_delta_at = time.monotonic()
                     stream.text += html.unescape(text)
+                    stream.arrivals.append((time.monotonic(), len(stream.text)))
             settled = [s for m, s in SETTLED.findall(frame) if m == stream.reply_id]
             if settled:
                 stream.settled_at = time.monotonic()
@@ -215,6 +221,8 @@ async def run_level(server, emulator, threads, count: int, interval_ms: int, tok
             result.overhead_ms.append(
                 (stream.first_delta_at - stream.posted_at - upstream_ttft) * 1000
             )
+        if record:
+            result.lag_ms += mid_stream_lags(record.text_written, stream.arrivals, expected)
         if record and record.ended and stream.settled_at:
             result.tail_ms.append((stream.settled_at - record.ended) * 1000)
     delivered = sum(len(s.text) // len(word) for s in streams)
@@ -227,6 +235,22 @@ async def run_level(server, emulator, threads, count: int, interval_ms: int, tok
         kind = name_of(pid)
         result.cpu_by_process[kind] = result.cpu_by_process.get(kind, 0) + used / count * 1000
     return result
+
+
+def mid_stream_lags(
+    written: list[tuple[float, int]], arrivals: list[tuple[float, int]], text: str
+) -> list[float]:
+    """For every piece the upstream wrote: how long until the client held it (ms). A piece's
+    trailing blanks do not count (a server may hold them for the text that follows)."""
+    lags, shown = [], 0
+    for when, upto in written:
+        needed = len(text[:upto].rstrip())
+        while shown < len(arrivals) and arrivals[shown][1] < needed:
+            shown += 1
+        if shown == len(arrivals):
+            break  # never shown (the reply did not finish): counted in "finished", not here
+        lags.append((arrivals[shown][0] - when) * 1000)
+    return lags
 
 
 async def _model_calls_done(emulator, expected: int) -> None:
@@ -244,7 +268,7 @@ def merged(runs: list[Result]) -> Result:
     first = runs[0]
     result = Result(first.server, first.streams, first.interval_ms, first.tokens)
     for run in runs:
-        for name in ("relay_ms", "overhead_ms", "post_ms", "tail_ms"):
+        for name in ("relay_ms", "lag_ms", "overhead_ms", "post_ms", "tail_ms"):
             getattr(result, name).extend(getattr(run, name))
         result.finished += run.finished
         result.exact += run.exact
@@ -259,6 +283,7 @@ def merged(runs: list[Result]) -> Result:
 
 FIGURES = [
     ("relay p50", "relay_ms", 50), ("relay p95", "relay_ms", 95),
+    ("mid-stream lag p50", "lag_ms", 50), ("mid-stream lag p95", "lag_ms", 95),
     ("TTFT overhead p50", "overhead_ms", 50), ("POST p50", "post_ms", 50),
     ("tail p50", "tail_ms", 50),
 ]  # fmt: skip

@@ -25,9 +25,10 @@ from typing import Any
 import orjson
 import redis
 import redis.asyncio as aioredis
-from redis.exceptions import NoScriptError
+from redis.exceptions import NoScriptError, ResponseError
 
 from apps.chat.livestate import PREFIX, seq_key, text_key
+from apps.chat.wire import Wire
 
 # Entries a topic's stream keeps: seconds of a busy thread, far more than a reader lags by.
 STREAM_MAXLEN = 512
@@ -108,16 +109,6 @@ def _event_commands(pipe: Any, pushes: list[tuple[str, dict[str, Any]]]) -> None
         pipe.evalsha(_EVENT_SHA, 2, stream_key(topic), counter_key(topic), now, _encode(event))
 
 
-def _delta_commands(pipe: Any, deltas: list[Delta]) -> None:
-    now = _now_ms()
-    for delta in deltas:
-        pipe.evalsha(
-            _DELTA_SHA, 4, stream_key(delta.topic), counter_key(delta.topic),
-            text_key(delta.message_id), seq_key(delta.message_id),
-            now, delta.message_id, delta.text,
-        )  # fmt: skip
-
-
 def publish_sync(client: redis.Redis, pushes: list[tuple[str, dict[str, Any]]]) -> list[int]:
     """Publish (topic, event) pairs in one round trip, from synchronous code; their numbers."""
     if not pushes:
@@ -140,16 +131,29 @@ async def publish(client: aioredis.Redis, pushes: list[tuple[str, dict[str, Any]
     return [int(n) for n in results]
 
 
-async def publish_deltas(client: aioredis.Redis, deltas: list[Delta]) -> list[int]:
-    """Append each delta to its reply's live tail and publish it, all in one round trip.
+async def publish_deltas(wire: Wire, deltas: list[Delta]) -> list[int]:
+    """Append each delta to its reply's live tail and publish it, all in one round trip
+    (on the lean connection: this runs once a push).
 
     Returns each delta's sequence number within its reply, or -1 where the tail is gone
     (Redis restarted empty: the caller seeds it again and publishes the whole text).
     """
     if not deltas:
         return []
-    results = await _execute(client, lambda pipe: _delta_commands(pipe, deltas), _PUBLISH_DELTA)
-    return [int(seq) for seq in results]
+    now = _now_ms()
+    commands = [
+        ("EVALSHA", _DELTA_SHA, 4, stream_key(delta.topic), counter_key(delta.topic),
+         text_key(delta.message_id), seq_key(delta.message_id), now, delta.message_id,
+         delta.text)
+        for delta in deltas
+    ]  # fmt: skip
+    results = await wire.calls(commands)
+    if any(isinstance(result, ResponseError) and "NOSCRIPT" in str(result) for result in results):
+        # Redis restarted (or never saw the script), so no command of the batch ran: load it
+        # and send the batch again.
+        await wire.call("SCRIPT", "LOAD", _PUBLISH_DELTA)
+        results = await wire.calls(commands)
+    return [int(seq) for seq in _raise_errors(results)]
 
 
 async def _execute(client: aioredis.Redis, commands, script: str) -> list[Any]:
@@ -189,6 +193,31 @@ def decode(fields: dict[str, str]) -> dict[str, Any]:
 def entry_number(entry_id: str) -> int:
     """A stream entry's number in its topic (the entry id is `<n>-0`)."""
     return int(entry_id.partition("-")[0])
+
+
+async def read_on(
+    wire: Wire, after: dict[str, int], *, block_ms: int, wake: str | None = None
+) -> list[tuple[str, int, dict[str, Any]]]:
+    """`read` on a lean connection of the caller's own (the relay's: it reads once a push,
+    and its blocking read holds the connection)."""
+    keys = [stream_key(topic) for topic in after]
+    ids = [f"{n}-0" for n in after.values()]
+    if wake is not None:
+        keys.append(wake)
+        ids.append("$")
+    if not keys:
+        return []
+    result = await wire.call("XREAD", "BLOCK", block_ms, "STREAMS", *keys, *ids)
+    prefix = len(stream_key(""))
+    pushes: list[tuple[str, int, dict[str, Any]]] = []
+    for key, entries in result or ():
+        if key == wake:
+            continue
+        topic = key[prefix:]
+        for entry_id, flat in entries:
+            fields = dict(zip(flat[::2], flat[1::2], strict=True))
+            pushes.append((topic, entry_number(entry_id), decode(fields)))
+    return pushes
 
 
 async def read(

@@ -15,6 +15,8 @@ import redis
 import redis.asyncio as aioredis
 from django.conf import settings
 
+from apps.chat.wire import Wire
+
 PREFIX = "parley"
 LIVE_TTL_SECONDS = 6 * 3600  # far longer than any reply; a crashed worker leaves no litter
 AFTER_FINISH_TTL_SECONDS = 120  # snapshots taken during the final push still find the tail
@@ -142,6 +144,18 @@ def async_client() -> aioredis.Redis:
         )
         _async_clients[loop] = client
     return client
+
+
+_wires: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def wire() -> Wire:
+    """This event loop's lean connection (see `wire`): a worker's publishes of streamed text."""
+    loop = asyncio.get_running_loop()
+    found = _wires.get(loop)
+    if found is None:
+        found = _wires[loop] = Wire(settings.REDIS_URL)
+    return found
 
 
 def sync_client() -> redis.Redis:

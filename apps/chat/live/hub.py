@@ -309,7 +309,7 @@ class StreamHub:
         if not chunks:
             return
         seqs = await livebus.publish_deltas(
-            self.redis,
+            livestate.wire(),
             [livebus.Delta(live.group, live.message_id, chunk) for live, chunk in chunks],
         )
         for (live, chunk), seq in zip(chunks, seqs, strict=True):

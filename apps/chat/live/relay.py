@@ -17,7 +17,10 @@ import uuid
 import weakref
 from typing import Any, Protocol
 
+from django.conf import settings
+
 from apps.chat import livebus, livestate
+from apps.chat.wire import Wire
 
 logger = logging.getLogger(__name__)
 # A blocking read returns at least this often: the heartbeat runs, and redis-py's socket
@@ -42,6 +45,8 @@ class Relay:
         self.wake_key = f"{livestate.PREFIX}:bus:wake:{uuid.uuid4().hex}"
         self.task: asyncio.Task | None = None
         self.failures = 0
+        # Its own lean connection: the blocking read holds it, once a push (see `wire`).
+        self.wire = Wire(settings.REDIS_URL)
 
     @property
     def redis(self):
@@ -73,13 +78,14 @@ class Relay:
         if not self.followers and self.task is not None:
             self.task.cancel()
             self.task = None
+            self.wire.close()  # a read cancelled mid-wait would leave its reply to a later one
 
     async def _read_forever(self) -> None:
         last_beat = time.monotonic()
         while self.followers:
             try:
-                pushes = await livebus.read(
-                    self.redis, dict(self.position), block_ms=BLOCK_MS, wake=self.wake_key
+                pushes = await livebus.read_on(
+                    self.wire, dict(self.position), block_ms=BLOCK_MS, wake=self.wake_key
                 )
             except asyncio.CancelledError:
                 raise

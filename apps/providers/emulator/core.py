@@ -62,6 +62,9 @@ class RecordedRequest:
     ended: float | None = None
     closed_early: bool = False
     usage: dict[str, int] = field(default_factory=dict)
+    # (when, characters of text written so far) after each text chunk: benchmarks time each
+    # piece from the moment the upstream wrote it (OpenAI wire).
+    text_written: list[tuple[float, int]] = field(default_factory=list)
 
 
 @dataclass

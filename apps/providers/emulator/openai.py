@@ -84,6 +84,7 @@ class OpenAIProtocol(EmulatorCore):
             await chunk([{"index": 0, "delta": {"content": token}, "finish_reason": None}])
             output += 1
             shown += len(token)
+            record.text_written.append((time.monotonic(), shown))
         for position, call in enumerate(script.tool_calls):
             payload = json.dumps(call.get("arguments", {}))
             await chunk(
