@@ -132,7 +132,9 @@ async def _run_stream(http, server, stream: Stream, start: asyncio.Event, csrf: 
             stream.answered_at = time.monotonic()
             if response.status != 200 or not REPLY.search(body):
                 queued = " (queued behind a turn)" if 'id="queued-' in body else ""
-                said = " ".join(re.sub(r"<[^>]+>", " ", body).split())[:160]
+                # What the answer holds after the composer (its bubbles, its status line).
+                shown = body.split("</form>", 1)[-1] if response.status == 200 else body
+                said = " ".join(re.sub(r"<[^>]+>", " ", shown).split())[:300]
                 stream.status = f"POST {response.status}{queued}: {said}"
                 return
             stream.reply_id = REPLY.search(body)[1]

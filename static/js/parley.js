@@ -132,8 +132,9 @@
     });
   });
 
-  // Streaming text flows in: each pushed piece fades in (parley.css), so text that arrives a
-  // few words a tick reads as a steady stream; once shown, it is plain text again.
+  // Streaming text flows in: each pushed piece fades in briefly (parley.css), so text that
+  // arrives a few words a tick under load still reads as a steady stream; once shown, it is
+  // plain text again.
   const calm = window.matchMedia("(prefers-reduced-motion: reduce)");
   document.addEventListener("htmx:oobBeforeSwap", function (evt) {
     const target = evt.detail.target;

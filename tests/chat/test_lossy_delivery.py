@@ -173,3 +173,39 @@ async def test_a_reply_that_settles_before_its_bubble_is_announced_still_appears
         await converge(tabs, {alice_thread.pk: reply}, timeout=30)
     finally:
         await close(tabs)
+
+
+async def test_text_that_outruns_its_bubbles_announcement_shows_at_once(
+    alice, alice_thread, celery_worker, fast_demo, monkeypatch
+):
+    """With live text the worker's first pieces can reach a tab before the push that
+    announces the reply's bubble: the tab fetches the bubble, with its text so far, then and
+    there, and follows its deltas — it does not wait (text unseen) for the announcement."""
+    import threading
+
+    fast_demo.PARLEY_DEMO_TOKENS_PER_SECOND = 20
+    announce, release = Announcer._announce, threading.Event()
+
+    def held_announce(self, batch):
+        release.wait(timeout=30)
+        announce(self, batch)
+
+    monkeypatch.setattr(Announcer, "_announce", held_announce)
+    tabs: list = []
+    try:
+        cookie = await database_sync_to_async(session_cookie)(alice)
+        tab, communicator = Tab(page_is_empty=True), await open_tab(cookie, alice_thread)
+        tabs.append((alice_thread, tab, communicator))
+        while not tab.synced:
+            tab.apply(await communicator.receive_from(timeout=10))
+        _, reply = await post(alice_thread, alice, "Take your time")
+        reply_id = str(reply.public_id)
+        async with asyncio.timeout(20):  # the announcement is held all along
+            while not (tab.bubbles.get(reply_id) and tab.delta_text(reply_id)):
+                tab.apply(await communicator.receive_from(timeout=20))
+        assert not release.is_set()
+        release.set()
+        await converge(tabs, {alice_thread.pk: reply}, timeout=60)
+    finally:
+        release.set()
+        await close(tabs)
