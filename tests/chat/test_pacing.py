@@ -35,3 +35,12 @@ def test_a_lagging_loop_batches_whatever_the_count_and_recovers(settings):
     assert pacer.tick(1) == 0.0
     pacer.observe_lag(-1.0)  # a timer cannot fire early: never a negative lag
     assert pacer.lag >= 0.0
+
+
+def test_a_lag_measured_before_the_process_went_idle_is_forgotten(settings):
+    settings.PARLEY_FLUSH_INTERVAL_MS = 150
+    pacer = Pacer()
+    pacer.observe_lag(FULL_LAG * 10)
+    assert pacer.tick(1) == 0.150
+    pacer.forget()
+    assert pacer.tick(1) == 0.0

@@ -363,6 +363,7 @@ class StreamHub:
         while True:
             if not self.replies and not self.counts_due and not self._checkpointing:
                 # Nothing streams and nothing is due: an idle worker does not tick at all.
+                self.pacer.forget()
                 self._work.clear()
                 await self._work.wait()
             wait = last_tick + HOUSEKEEPING_SECONDS - time.monotonic()

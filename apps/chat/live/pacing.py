@@ -17,8 +17,10 @@ from django.conf import settings
 
 # Up to this many streams a process publishes every piece as it comes (with no lag).
 LIVE_STREAMS = 2
-# At this many streams the tick reaches the ceiling.
-FULL_STREAMS = 60
+# At this many streams the tick reaches the ceiling. It rises steeply at first (as the square
+# root of the load): a push costs the same whatever it carries, so the first few streams past
+# the live ones save most by sharing pushes, while the tick stays well under the ceiling.
+FULL_STREAMS = 80
 # Loop lag (seconds) under which the loop counts as keeping up, and at which the tick reaches
 # the ceiling whatever the streams.
 EASY_LAG = 0.004
@@ -34,9 +36,13 @@ class Pacer:
         """How late a timer of the loop fired (sampled by the hub's housekeeping)."""
         self.lag += LAG_SMOOTHING * (max(0.0, seconds) - self.lag)
 
+    def forget(self) -> None:
+        """The process went idle: a lag measured then says nothing about the next streams."""
+        self.lag = 0.0
+
     def load(self, streams: int) -> float:
         """0 (live) to 1 (the ceiling): the larger of the two signals."""
-        by_streams = (streams - LIVE_STREAMS) / (FULL_STREAMS - LIVE_STREAMS)
+        by_streams = max(0.0, (streams - LIVE_STREAMS) / (FULL_STREAMS - LIVE_STREAMS)) ** 0.5
         by_lag = (self.lag - EASY_LAG) / (FULL_LAG - EASY_LAG)
         return min(1.0, max(0.0, by_streams, by_lag))
 
