@@ -70,11 +70,15 @@ test: setup browser node
 suite: setup browser node
 	$(PY) -m pytest -n $(PYTEST_WORKERS) --dist worksteal $(PYTEST_ARGS)
 
-# Benchmarks print ratios measured side by side in one run (see bench/).
+# Benchmarks print ratios measured side by side in one run (see bench/). With
+# OPEN_WEBUI=/path/to/open-webui (installed apart, docs/benchmarks.md), the streaming tables
+# put Open WebUI beside Parley twice: as its page drives it (title, tags and follow-ups
+# asked of the model) and on its core path alone.
 bench: setup
 	$(PY) -m bench.cache_layout
 	$(PY) -m bench.long_threads
-	$(PY) -m bench.streaming
+	$(PY) -m bench.streaming $(if $(OPEN_WEBUI),--open-webui $(OPEN_WEBUI))
+	$(if $(OPEN_WEBUI),$(PY) -m bench.streaming --open-webui $(OPEN_WEBUI) --open-webui-light)
 	$(PY) -m bench.chaos
 	$(PY) -m bench.library
 
