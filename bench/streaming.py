@@ -14,6 +14,7 @@ once, and reads the frames until every reply has settled. It prints, per load:
   moment the client held it (not only the first: batching shows here);
 - TTFT overhead p50: POST start → first delta, minus the upstream's own time to first token;
 - POST: the composer POST's answer time; tail: the upstream's `[DONE]` → the settled bubble;
+- idle CPU: every process of each server over a minute with nothing to do (`--idle`);
 - finished: replies the client saw settle; exact: those whose deltas are exactly the upstream's
   text; delivered tokens/s; CPU (every process of the server, from /proc) per reply;
 - each figure for Parley, for the floor, and their ratio.
@@ -336,6 +337,18 @@ PEER_HEADER = ["| load | figure | Parley | floor | ratio | Open WebUI | Parley /
                "|---|---|---:|---:|---:|---:|---:|"]  # fmt: skip
 
 
+async def idle_cpu(servers, seconds: float) -> None:
+    """CPU each server spends with nothing to do (every process, after the warm-up): the
+    timers, sweeps and heartbeats that run whether or not anyone chats."""
+    pids = {server.name: server.pids() for server in servers}
+    before = {name: cpu_seconds(own) for name, own in pids.items()}
+    await asyncio.sleep(seconds)
+    used = {name: (cpu_seconds(own) - before[name]) * 1000 for name, own in pids.items()}
+    print(f"Idle CPU over {seconds:.0f} s: " + ", ".join(
+        f"{name} {ms:,.0f} ms ({ms / seconds / 10:.2f} % of a core)" for name, ms in used.items()
+    ), flush=True)  # fmt: skip
+
+
 async def measure_loads(args, loads, servers, emulator, threads) -> list[str]:
     """Each load on Parley, the floor (and the peer), side by side (interleaved): the table's
     rows."""
@@ -389,6 +402,8 @@ async def main_async(args) -> None:
             for server in servers:  # unmeasured: imports, caches, connections of
                 for _ in range(3):  # every process (several streams reach each of them)
                     await run_level(server, emulator, threads[server.name], 8, 0, 20, 0)
+            if args.idle:
+                await idle_cpu(servers, args.idle)
             # The fixed cost of a reply first (one token), then the loads.
             loads = [(1, args.intervals[0], 1)] + [
                 (count, interval, args.tokens)
@@ -428,6 +443,10 @@ def main() -> None:
     parser.add_argument(
         "--production", action="store_true", help="PostgreSQL and the machine's Redis"
     )
+    parser.add_argument(
+        "--idle", type=float, default=60,
+        help="seconds of nothing to do, each server's CPU meanwhile (0: skip)",
+    )  # fmt: skip
     parser.add_argument(
         "--busy", type=int, default=0, help="CPU hogs running meanwhile (a shared host)"
     )

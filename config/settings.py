@@ -215,9 +215,12 @@ if not DEBUG:
     CSRF_COOKIE_SECURE = SESSION_COOKIE_SECURE
 
 # Streaming behaviour.
-# How often a streaming reply's new text goes out: each push costs about 2 ms of CPU across
-# the worker, Redis and the web (issue 36), and the page fades each piece in over the tick.
+# The longest a streaming reply's new text gathers before it goes out (under load: while a
+# worker has time, each piece goes out as it comes; see apps/chat/live/pacing.py). Each push
+# costs about 1 to 2 ms of CPU across the worker, Redis and the web.
 PARLEY_FLUSH_INTERVAL_MS = env_int("PARLEY_FLUSH_INTERVAL_MS", 150, minimum=10)
+# The shortest gathering time, even with time to spare (0: each piece as it comes).
+PARLEY_FLUSH_MIN_MS = env_int("PARLEY_FLUSH_MIN_MS", 0, minimum=0)
 PARLEY_CHECKPOINT_INTERVAL_MS = env_int("PARLEY_CHECKPOINT_INTERVAL_MS", 4000, minimum=100)
 # Database threads of a worker's stream hub: they bound its database connections.
 PARLEY_WORKER_DB_THREADS = env_int("PARLEY_WORKER_DB_THREADS", 8, minimum=1)

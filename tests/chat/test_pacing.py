@@ -44,3 +44,11 @@ def test_a_lag_measured_before_the_process_went_idle_is_forgotten(settings):
     assert pacer.tick(1) == 0.150
     pacer.forget()
     assert pacer.tick(1) == 0.0
+
+
+def test_a_configured_floor_keeps_some_gathering_even_with_time_to_spare(settings):
+    settings.PARLEY_FLUSH_INTERVAL_MS, settings.PARLEY_FLUSH_MIN_MS = 150, 30
+    pacer = Pacer()
+    assert pacer.tick(1) == 0.030 and pacer.tick(1000) == 0.150
+    settings.PARLEY_FLUSH_MIN_MS = 500  # never over the ceiling
+    assert pacer.tick(1) == 0.150

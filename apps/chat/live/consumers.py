@@ -41,7 +41,7 @@ from apps.chat.display.bubbles import bubble_fragments
 from apps.chat.display.rooms import room_banner, typing_fragment
 from apps.chat.live import presence, tab_reads
 from apps.chat.live.relay import relay
-from apps.chat.live.shutdown import CLOSE_RECONNECT, open_tabs
+from apps.chat.live.shutdown import CLOSE_RECONNECT, open_tabs, stopping
 from apps.chat.models import Thread
 from apps.chat.selectors import messages_to_sync
 
@@ -77,6 +77,10 @@ class GroupSocket(AsyncWebsocketConsumer):
         # Accept, then close with a 4xxx code: browsers and htmx do not retry those.
         await self.accept()
         open_tabs.add(self)
+        if stopping.now:  # this process is stopping: reconnect to one that is not
+            self.user = None  # (the subclasses then go no further)
+            await self.close(code=CLOSE_RECONNECT)
+            return
         if self.user is None or not self.user.is_authenticated:
             self.user = None
             await self.close(code=CLOSE_UNAUTHENTICATED)

@@ -47,5 +47,8 @@ class Pacer:
         return min(1.0, max(0.0, by_streams, by_lag))
 
     def tick(self, streams: int) -> float:
-        """Seconds a reply's text gathers between publishes (0: each piece at once)."""
-        return settings.PARLEY_FLUSH_INTERVAL_MS / 1000 * self.load(streams)
+        """Seconds a reply's text gathers between publishes (0: each piece at once), never
+        under `PARLEY_FLUSH_MIN_MS` nor over the ceiling."""
+        ceiling = settings.PARLEY_FLUSH_INTERVAL_MS / 1000
+        floor = min(ceiling, settings.PARLEY_FLUSH_MIN_MS / 1000)
+        return max(floor, ceiling * self.load(streams))

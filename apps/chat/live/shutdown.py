@@ -16,22 +16,40 @@ logger = logging.getLogger(__name__)
 CLOSE_RECONNECT = 4012
 # Every tab's socket connected to this process (the consumers add and discard themselves).
 open_tabs: weakref.WeakSet[Any] = weakref.WeakSet()
-# How long a stopping web process lets its close frames leave before it exits.
-SHUTDOWN_FLUSH_SECONDS = 0.3
+# How long a stopping web process waits at most for its tabs to answer their close frames
+# (a busy process sends them late), and how often it looks.
+SHUTDOWN_FLUSH_SECONDS = 2.0
+SHUTDOWN_LOOK_SECONDS = 0.02
+
+
+class _Stopping:
+    now = False  # set when the process starts stopping: a tab connecting then is sent on
+
+
+stopping = _Stopping()
 
 
 async def close_every_tab() -> int:
     """Ask every tab of this process to reconnect at once (it will reach a process that is
     running, and catch up exactly): a stopping server otherwise drops its sockets without a
-    close frame, and browsers back off for seconds before they retry."""
-    tabs = list(open_tabs)
-    for tab in tabs:
-        try:
-            await tab.close(code=CLOSE_RECONNECT)
-        except Exception:  # a socket closing meanwhile
-            logger.debug("A tab's socket was already closing")
-    await asyncio.sleep(SHUTDOWN_FLUSH_SECONDS if tabs else 0)
-    return len(tabs)
+    close frame, and browsers back off for seconds before they retry. Waits until the tabs
+    have answered, or a little while: a tab that connected meanwhile (another process's tabs
+    reconnecting during a rolling restart) is closed too."""
+    stopping.now = True
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + SHUTDOWN_FLUSH_SECONDS
+    asked: set[int] = set()
+    while open_tabs and loop.time() < deadline:
+        for tab in list(open_tabs):
+            if id(tab) in asked:
+                continue
+            asked.add(id(tab))
+            try:
+                await tab.close(code=CLOSE_RECONNECT)
+            except Exception:  # a socket closing meanwhile
+                logger.debug("A tab's socket was already closing")
+        await asyncio.sleep(SHUTDOWN_LOOK_SECONDS)
+    return len(asked)
 
 
 def close_tabs_on_shutdown() -> None:
