@@ -47,6 +47,8 @@ def test_a_folder_into_the_library_and_replies_whose_citations_open_checked(
     table = library.get_by_role("table", name="Documents in the library")
     expect(table).to_contain_text("2 pages · 2 passages", timeout=30_000)
     expect(table).to_contain_text("tides.md")
+    # The list refreshed as the documents were read; what the upload said stays.
+    expect(library.get_by_role("alert")).to_contain_text("Left out 1 file")
     # Dropped on the library (not the workspace), a document goes in as well.
     chat.evaluate(DROP_FOLDER, [["fog.txt"], ["Fog lifts by nine."]])
     expect(table).to_contain_text("fog.txt")
