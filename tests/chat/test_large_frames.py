@@ -92,7 +92,7 @@ async def test_with_time_to_spare_each_piece_goes_out_as_it_arrives(
     lag, the other signal, is held at none: the suite's own load would show there.)"""
     from apps.chat.live.pacing import Pacer
 
-    monkeypatch.setattr(Pacer, "observe_lag", Pacer.forget)
+    monkeypatch.setattr(Pacer, "observe_lag", lambda pacer, seconds: pacer.forget())
     settings.PARLEY_FLUSH_INTERVAL_MS = 60_000
     emulator.script(
         Script(text="First. " + "then more " * 30, tokens_per_second=40, provider="anthropic")

@@ -369,11 +369,11 @@ class StreamHub:
             wait = last_tick + HOUSEKEEPING_SECONDS - time.monotonic()
             if wait > 0:
                 await asyncio.sleep(wait)
-                # How late the sleep ended is the loop's lag: the tick widens with it.
-                self.pacer.observe_lag(time.monotonic() - last_tick - HOUSEKEEPING_SECONDS)
-                continue
-            now = last_tick = time.monotonic()
+            now, due = time.monotonic(), last_tick + HOUSEKEEPING_SECONDS
+            last_tick = now
             try:
+                if wait > 0:  # how late the sleep ended is the loop's lag: the tick follows it
+                    self.pacer.observe_lag(now - due)
                 self._checkpoint_due(now)
                 self._counts_due(now)
             except Exception:  # a database blip must not end the ticks
