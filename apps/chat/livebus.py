@@ -200,22 +200,33 @@ async def read_on(
 ) -> list[tuple[str, int, dict[str, Any]]]:
     """`read` on a lean connection of the caller's own (the relay's: it reads once a push,
     and its blocking read holds the connection)."""
-    keys = [stream_key(topic) for topic in after]
-    ids = [f"{n}-0" for n in after.values()]
-    if wake is not None:
-        keys.append(wake)
-        ids.append("$")
-    if not keys:
+    streams = _streams(after, wake)
+    if not streams:
         return []
-    result = await wire.call("XREAD", "BLOCK", block_ms, "STREAMS", *keys, *ids)
+    result = await wire.call("XREAD", "BLOCK", block_ms, "STREAMS", *streams, *streams.values())
+    return _pushes(result, wake)
+
+
+def _streams(after: dict[str, int], wake: str | None) -> dict[str, str]:
+    """XREAD's keys and the id each is read after (the wake stream: what comes from now)."""
+    streams = {stream_key(topic): f"{n}-0" for topic, n in after.items()}
+    if wake is not None:
+        streams[wake] = "$"
+    return streams
+
+
+def _pushes(result: Any, wake: str | None) -> list[tuple[str, int, dict[str, Any]]]:
+    """XREAD's answer as (topic, number, event); an entry's fields come as a mapping (redis-py)
+    or as a flat list of names and values (the lean connection)."""
     prefix = len(stream_key(""))
     pushes: list[tuple[str, int, dict[str, Any]]] = []
     for key, entries in result or ():
         if key == wake:
             continue
         topic = key[prefix:]
-        for entry_id, flat in entries:
-            fields = dict(zip(flat[::2], flat[1::2], strict=True))
+        for entry_id, fields in entries:
+            if isinstance(fields, list):
+                fields = dict(zip(fields[::2], fields[1::2], strict=True))
             pushes.append((topic, entry_number(entry_id), decode(fields)))
     return pushes
 
@@ -228,21 +239,10 @@ async def read(
     Blocks up to `block_ms` while there is none (None: answers at once); an entry added to
     the `wake` stream ends the wait early (a reader that must start reading another topic).
     """
-    streams: dict[Any, Any] = {stream_key(topic): f"{n}-0" for topic, n in after.items()}
-    if wake is not None:
-        streams[wake] = "$"
+    streams: dict[Any, Any] = _streams(after, wake)
     if not streams:
         return []
-    result: Any = await client.xread(streams, block=block_ms)
-    prefix = len(stream_key(""))
-    pushes: list[tuple[str, int, dict[str, Any]]] = []
-    for key, entries in result or []:
-        if key == wake:
-            continue
-        topic = key[prefix:]
-        for entry_id, fields in entries:
-            pushes.append((topic, entry_number(entry_id), decode(fields)))
-    return pushes
+    return _pushes(await client.xread(streams, block=block_ms), wake)
 
 
 async def wake(client: aioredis.Redis, key: str) -> None:

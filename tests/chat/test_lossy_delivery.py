@@ -68,6 +68,16 @@ async def council_of_streams(alice, alice_thread, count, tabs):
     return replies
 
 
+async def synced_empty_tab(user, thread, tabs):
+    """One tab on `thread` (its page empty, as htmx sees it), synced; kept in `tabs`."""
+    cookie = await database_sync_to_async(session_cookie)(user)
+    tab, communicator = Tab(page_is_empty=True), await open_tab(cookie, thread)
+    tabs.append((thread, tab, communicator))
+    while not tab.synced:
+        tab.apply(await communicator.receive_from(timeout=10))
+    return tab, communicator
+
+
 async def close(tabs) -> None:
     """Every tab's socket closed, whatever happened (no app instance outlives the test)."""
     for _, _, communicator in tabs:
@@ -164,11 +174,7 @@ async def test_a_reply_that_settles_before_its_bubble_is_announced_still_appears
     monkeypatch.setattr(Announcer, "_announce", late_announce)
     tabs: list = []
     try:
-        cookie = await database_sync_to_async(session_cookie)(alice)
-        tab, communicator = Tab(page_is_empty=True), await open_tab(cookie, alice_thread)
-        tabs.append((alice_thread, tab, communicator))
-        while not tab.synced:
-            tab.apply(await communicator.receive_from(timeout=10))
+        await synced_empty_tab(alice, alice_thread, tabs)
         _, reply = await post(alice_thread, alice, "A short one, please")
         await converge(tabs, {alice_thread.pk: reply}, timeout=30)
     finally:
@@ -178,8 +184,8 @@ async def test_a_reply_that_settles_before_its_bubble_is_announced_still_appears
 async def test_text_that_outruns_its_bubbles_announcement_shows_at_once(
     alice, alice_thread, celery_worker, fast_demo, monkeypatch
 ):
-    """With live text the worker's first pieces can reach a tab before the push that
-    announces the reply's bubble: the tab fetches the bubble, with its text so far, then and
+    """The worker's first pieces can reach a tab before the push that announces the reply's
+    bubble (live text makes it likelier): the tab fetches the bubble, with its text so far, then and
     there, and follows its deltas — it does not wait (text unseen) for the announcement."""
     import threading
 
@@ -193,11 +199,7 @@ async def test_text_that_outruns_its_bubbles_announcement_shows_at_once(
     monkeypatch.setattr(Announcer, "_announce", held_announce)
     tabs: list = []
     try:
-        cookie = await database_sync_to_async(session_cookie)(alice)
-        tab, communicator = Tab(page_is_empty=True), await open_tab(cookie, alice_thread)
-        tabs.append((alice_thread, tab, communicator))
-        while not tab.synced:
-            tab.apply(await communicator.receive_from(timeout=10))
+        tab, communicator = await synced_empty_tab(alice, alice_thread, tabs)
         _, reply = await post(alice_thread, alice, "Take your time")
         reply_id = str(reply.public_id)
         async with asyncio.timeout(20):  # the announcement is held all along
