@@ -55,6 +55,8 @@ def test_a_folder_into_the_library_and_replies_whose_citations_open_checked(
     wait_until(lambda: Document.objects.filter(session=session, state="ready").count() == 3,
                timeout=30)  # fmt: skip
     expect(library.locator("progress")).to_have_count(0, timeout=30_000)  # vectors all done
+    expect(table).not_to_contain_text("Waiting to be read", timeout=30_000)  # the list caught up
+    expect(library.locator("input[type=file]")).to_have_count(2)  # the refresh added none
     table.scroll_into_view_if_needed()
     chat.screenshot(path=str(shots / "library-1280.png"))
     chat.get_by_role("button", name="Close files").click()
