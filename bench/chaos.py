@@ -5,8 +5,11 @@ database, a Redis of its own) with the project's emulator as an OpenAI-compatibl
 streaming 500 numbered words at 40 tokens a second, and a tab following the thread over a
 real websocket. For each fault, a few runs, printing:
 
-- takeover / resumed: the fault (SIGKILL of the streaming worker; Redis back after 2 s
-  down) to the next new word on the tab;
+- takeover / resumed: the fault to the next new word on the tab. The faults: the streaming
+  worker SIGKILLed while another runs (`worker`); a lone worker SIGKILLed, started as the
+  Procfile starts it (`lone`: `python -m config.worker` forks it again) or as a bare `celery
+  worker` that a process manager starts again at once (`lone-cold`); Redis back empty after
+  2 s down (`redis`);
 - words lost and words repeated in the stored reply (must be 0);
 - text withdrawn: times the tab's bubble showed text that was not a prefix of the answer or
   shrank (must be 0); runs: replies that completed.
@@ -20,6 +23,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import os
 import re
 import signal
 import statistics
@@ -70,7 +74,7 @@ async def one_run(fault: str, owner, emulator) -> tuple[float, int, int, int, bo
     thread = session.active_thread
     topology = Topology(Path(tempfile.mkdtemp(prefix="parley-chaos-")))
     try:
-        workers = [topology.start_worker("worker-a")]
+        workers = [topology.start_worker("worker-a", supervised=fault == "lone")]
         if fault == "worker":
             workers.append(topology.start_worker("worker-b"))
         web = topology.start_web("web")
@@ -99,6 +103,14 @@ async def one_run(fault: str, owner, emulator) -> tuple[float, int, int, int, bo
             victim = next(w for w in workers if "] received" in w.output())
             victim.process.send_signal(signal.SIGKILL)
             started = time.monotonic()
+        elif fault == "lone":  # its supervisor forks it again
+            os.kill(topology.forked_worker(workers[0]) or 0, signal.SIGKILL)
+            started = time.monotonic()
+        elif fault == "lone-cold":  # the process manager starts it again at once, cold
+            workers[0].process.send_signal(signal.SIGKILL)
+            started = time.monotonic()
+            workers[0].process.wait()
+            workers.append(topology.start_worker("worker-a"))
         else:
             topology.kill_redis()
             await asyncio.sleep(2)
@@ -120,7 +132,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--busy", type=int, default=0, help="CPU hogs to run meanwhile")
-    parser.add_argument("--faults", default="worker,redis", help="worker, redis or both")
+    parser.add_argument(
+        "--faults",
+        default="worker,lone,lone-cold,redis",
+        help="comma-separated: worker, lone, lone-cold, redis",
+    )
     args = parser.parse_args()
     configure(None)
     from django.contrib.auth import get_user_model
@@ -141,7 +157,12 @@ def main() -> None:
         print("| fault | to the next word p50 / max | words lost | repeated | text withdrawn "
               "| completed |")  # fmt: skip
         print("|---|---|---:|---:|---:|---:|")
-        faults = {"worker": "worker SIGKILL", "redis": "Redis restart (empty)"}
+        faults = {
+            "worker": "worker SIGKILL (another takes over)",
+            "lone": "lone worker SIGKILL, `python -m config.worker` (the Procfile's)",
+            "lone-cold": "lone worker SIGKILL, `celery worker` restarted at once, cold",
+            "redis": "Redis restart (empty)",
+        }
         for fault in args.faults.split(","):
             label = faults[fault]
             with busy_host(args.busy):

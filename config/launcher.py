@@ -73,6 +73,19 @@ class Supervisor:
             self.pause[name] = min(self.LONGEST_PAUSE, pause * 2)
         return list(self.running.values())
 
+    def stop(self, children: list[ForkedChild], *, timeout: float = 15) -> None:
+        """SIGTERM every child (a worker hands its live replies over, a web process sends its
+        tabs on), then wait for them all; a child still there after `timeout` is killed."""
+        for child in children:
+            if child.poll() is None:
+                child.send_signal(signal.SIGTERM)
+        deadline = time.monotonic() + timeout
+        for child in children:
+            try:
+                child.wait(timeout=max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                child.kill()
+
 
 def listening_sockets(host: str, port: int, count: int) -> list[socket.socket]:
     """The web's port, opened here once per web process (SO_REUSEPORT: the kernel spreads new
@@ -100,8 +113,9 @@ def default_processes() -> int:
 QUIET_WORKER = ("--without-heartbeat", "--without-gossip", "--without-mingle")
 
 
-def programs(env: dict[str, str], web_fds: list[int]) -> dict[str, list[str]]:
-    """The worker and web processes: a web process per socket of `web_fds`."""
+def programs(env: dict[str, str], web_fds: list[int], *, node: str = "") -> dict[str, list[str]]:
+    """The worker and web processes: a web process per socket of `web_fds`. `node` tells
+    this host's sets of workers apart in their Celery names (`worker1{node}@host`)."""
     workers = env_int("WORKER_PROCESSES", default_processes(), minimum=1)
     concurrency = env.get("WORKER_CONCURRENCY", "256")
     queue = env.get("PARLEY_TASK_QUEUE", "parley")
@@ -110,7 +124,7 @@ def programs(env: dict[str, str], web_fds: list[int]) -> dict[str, list[str]]:
         name = "worker" if workers == 1 else f"worker {n}"
         found[name] = [str(BIN / "celery"), "-A", "config", "worker", "--pool", "threads",
                        "--concurrency", concurrency, "--loglevel", "INFO", "-Q", queue,
-                       "-n", f"worker{n}@%h", *QUIET_WORKER]  # fmt: skip
+                       "-n", f"worker{n}{node}@%h", *QUIET_WORKER]  # fmt: skip
     for n, fd in enumerate(web_fds, start=1):
         name = "web" if len(web_fds) == 1 else f"web {n}"
         found[name] = [PYTHON, "-m", "config.web", "--fd", str(fd), "config.asgi:application"]
@@ -138,20 +152,14 @@ def main() -> int:
         print(f"Embedded Redis-compatible server on {redis.url}")
 
     children: list[ForkedChild] = []
+    supervisor: Supervisor | None = None
 
     def stop_all():
         # A second Ctrl-C must not cut the orderly stop short (the kernel still reaps the
         # children if the launcher itself is killed).
         signal.signal(signal.SIGINT, signal.SIG_IGN)
-        for child in children:
-            if child.poll() is None:
-                child.send_signal(signal.SIGTERM)
-        deadline = time.monotonic() + 15
-        for child in children:
-            try:
-                child.wait(timeout=max(0.1, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                child.kill()
+        if supervisor is not None:
+            supervisor.stop(children)
         if redis is not None:
             redis.stop()
 

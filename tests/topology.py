@@ -82,13 +82,26 @@ class Topology:
             "PYTHONUNBUFFERED": "1",
         }
 
-    def start_worker(self, name: str = "worker") -> Child:
+    def start_worker(self, name: str = "worker", *, supervised: bool = False) -> Child:
+        """A Celery worker started cold (`celery -A config worker`), or `supervised` as the
+        Procfile starts it (`python -m config.worker`: one worker forked from a loaded
+        process that forks it again when it dies; see `forked_worker`)."""
+        if supervised:
+            env = {"WORKER_PROCESSES": "1", "WORKER_CONCURRENCY": "64"}
+            return self._start(name, [sys.executable, "-m", "config.worker"], env=env)
         return self._start(
             name,
             [str(BIN / "celery"), "-A", "config", "worker", "--pool", "threads",
              "--concurrency", "64", "--loglevel", "INFO", "-n", f"{name}@%h",
              "-Q", self.env["PARLEY_TASK_QUEUE"]],
         )  # fmt: skip
+
+    @staticmethod
+    def forked_worker(child: Child) -> int | None:
+        """The pid of the Celery worker a supervised worker runs now (None between two)."""
+        found = Path(f"/proc/{child.process.pid}/task/{child.process.pid}/children")
+        pids = [int(pid) for pid in found.read_text().split()] if found.exists() else []
+        return pids[0] if pids else None
 
     def start_web(self, name: str = "web", port: int = 0) -> Child:
         """A daphne process (on `port` again, for a restart)."""
@@ -118,12 +131,13 @@ class Topology:
                 assert child.alive() and time.monotonic() < deadline, child.output()
                 time.sleep(0.2)
 
-    def _start(self, name: str, argv: list[str]) -> Child:
+    def _start(self, name: str, argv: list[str], env: dict[str, str] | None = None) -> Child:
         runs = sum(child.name == name for child in self.children)
         log = self.workdir / (f"{name}.log" if not runs else f"{name}.{runs + 1}.log")
         process = subprocess.Popen(
-            argv, cwd=ROOT, env=self.env, stdout=log.open("w"), stderr=subprocess.STDOUT
-        )
+            argv, cwd=ROOT, env={**self.env, **(env or {})}, stdout=log.open("w"),
+            stderr=subprocess.STDOUT,
+        )  # fmt: skip
         child = Child(name, process, log)
         self.children.append(child)
         return child

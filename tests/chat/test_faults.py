@@ -5,6 +5,7 @@ so a lost or repeated word shows."""
 from __future__ import annotations
 
 import asyncio
+import os
 import re
 import signal
 import time
@@ -164,6 +165,49 @@ def test_a_killed_worker_s_reply_is_taken_over_and_goes_on_without_a_lost_or_rep
     resumed = emulator.requests[-1].body["messages"]
     assert resumed[-2]["role"] == "assistant"
     assert len(resumed[-2]["content"].split()) >= shown_before
+    print(f"taken over in {taken_over:.1f} s")  # a figure for bench/chaos.py, not a test
+
+
+@pytest.mark.slow
+@pytest.mark.heavy
+def test_a_lone_worker_killed_outright_is_forked_again_and_takes_its_reply_over(
+    alice, numbered_thread, emulator, topology
+):
+    """The worker as the Procfile starts it (`python -m config.worker`), alone: its Celery
+    worker SIGKILLed mid-stream is forked again from the loaded process, and the new one takes
+    the reply over once the lease lapses; SIGTERM then stops the supervisor and its worker."""
+    supervisor = topology.start_worker("worker", supervised=True)
+    web = topology.start_web("web")
+    topology.wait_worker_ready(supervisor)
+    cookie = cookie_for(alice)
+    thread_id = str(numbered_thread.public_id)
+    tab = FollowedTab(web, thread_id, cookie)
+    first = topology.forked_worker(supervisor)
+    assert first is not None, supervisor.output()
+
+    async def scenario(current) -> float:
+        following = asyncio.ensure_future(tab.follow(lambda t: status_on(t, current()) == "done"))
+        await post(web, thread_id, cookie, "@assistant count for me")
+        await until_shown(tab, current, 60, topology)
+        os.kill(first, signal.SIGKILL)
+        killed_at, before = time.monotonic(), words_shown(tab, current())
+        while words_shown(tab, current()) <= before:
+            await asyncio.sleep(0.05)
+        taken_over = time.monotonic() - killed_at
+        await asyncio.wait_for(following, 60)
+        return taken_over
+
+    taken_over, reply = run_with_reply(numbered_thread, scenario)
+    final = Message.objects.get(pk=reply.pk)
+    assert (final.status, final.text, final.attempt) == (MessageStatus.DONE, WORDS, 2)
+    assert_never_lost_or_repeated(tab, final)
+    second = topology.forked_worker(supervisor)
+    assert second not in (None, first)
+    assert "The worker stopped unexpectedly (exit code -9)" in supervisor.output()
+    supervisor.process.send_signal(signal.SIGTERM)
+    assert supervisor.process.wait(timeout=scaled(30)) == 0, supervisor.output()
+    assert wait_until(lambda: not os.path.exists(f"/proc/{second}"), timeout=30)
+    assert "Traceback" not in supervisor.output()
     print(f"taken over in {taken_over:.1f} s")  # a figure for bench/chaos.py, not a test
 
 

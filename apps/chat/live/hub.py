@@ -31,6 +31,7 @@ from collections.abc import Callable, Coroutine
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
+import uvloop
 from channels.db import database_sync_to_async
 from django.conf import settings
 
@@ -66,7 +67,7 @@ def in_db_thread(function: Callable[..., T]) -> Callable[..., Coroutine[Any, Any
 
 class StreamHub:
     def __init__(self) -> None:
-        self.loop = asyncio.new_event_loop()
+        self.loop = uvloop.new_event_loop()
         self.loop.set_default_executor(
             ThreadPoolExecutor(
                 max_workers=settings.PARLEY_WORKER_DB_THREADS, thread_name_prefix="parley-db"
