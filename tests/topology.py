@@ -189,8 +189,11 @@ class FollowedTab:
     # When each reply's shown text last changed, and the longest it went without changing.
     changed_at: dict[str, float] = field(default_factory=dict)
     longest_stall: dict[str, float] = field(default_factory=dict)
+    stall_window: dict[str, tuple[float, float]] = field(default_factory=dict)  # its start, end
     # Web processes behind a balancer: a reconnect goes to the next one (else the same one).
     others: list[Child] = field(default_factory=list)
+    # Each socket's life (monotonic times: "opened", "synced", "closed"): where a stall went.
+    sockets: list[dict[str, float]] = field(default_factory=list)
 
     async def follow(self, until) -> None:
         """Follow until `until(tab)` holds; reconnect whenever the socket closes."""
@@ -201,7 +204,10 @@ class FollowedTab:
                 url = web.url.replace("http", "ws") + f"/ws/threads/{self.thread_id}/"
                 headers = {"Origin": web.url, "Cookie": self.cookie}
                 try:
+                    life: dict[str, float] = {}
+                    self.sockets.append(life)
                     async with http.ws_connect(url, headers=headers, max_msg_size=0) as ws:
+                        life["opened"] = time.monotonic()
                         after = max([0, *self._seqs()])
                         pending = [
                             mid
@@ -214,6 +220,8 @@ class FollowedTab:
                         async for frame in ws:
                             if frame.type != aiohttp.WSMsgType.TEXT:
                                 break
+                            if "synced" not in life and 'data-synced="true"' in frame.data:
+                                life["synced"] = time.monotonic()
                             self.tab.apply(frame.data)
                             self._remember()
                             if until(self.tab):
@@ -221,8 +229,22 @@ class FollowedTab:
                         self.closes.append(ws.close_code or 0)
                 except aiohttp.ClientError:
                     pass
+                life["closed"] = time.monotonic()
                 self.reconnects += 1
                 await asyncio.sleep(0.5)
+
+    def stall_story(self, since: float) -> str:
+        """The longest stall of any reply, and each socket's life around it (seconds from
+        `since`): whether the tab waited for a socket, for its sync, or for the text."""
+        if not self.stall_window:
+            return "no stall"
+        start, end = max(self.stall_window.values(), key=lambda w: w[1] - w[0])
+        lives = [
+            " ".join(f"{what} {at - since:.2f}" for what, at in life.items())
+            for life in self.sockets
+            if life.get("closed", end) >= start and life.get("opened", start) <= end
+        ]
+        return f"still {start - since:.2f}..{end - since:.2f} s; sockets: " + " | ".join(lives)
 
     def _seqs(self) -> list[int]:
         import re
@@ -238,9 +260,9 @@ class FollowedTab:
                     texts.append(bubble.text)
                     if message_id in self.changed_at:
                         gap = now - self.changed_at[message_id]
-                        self.longest_stall[message_id] = max(
-                            gap, self.longest_stall.get(message_id, 0.0)
-                        )
+                        if gap > self.longest_stall.get(message_id, 0.0):
+                            self.longest_stall[message_id] = gap
+                            self.stall_window[message_id] = (self.changed_at[message_id], now)
                     self.changed_at[message_id] = now
 
 

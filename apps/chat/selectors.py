@@ -81,7 +81,10 @@ def messages_to_sync(*, thread: Thread, user, after_seq: int, known: list[str]) 
     condition = Q(seq__gt=after_seq) | Q(status__in=IN_FLIGHT)
     if known:
         condition |= Q(public_id__in=known)
-    return list(thread_messages(thread=thread).filter(condition).filter(visible_to(user)))
+    messages = list(thread_messages(thread=thread).filter(condition).filter(visible_to(user)))
+    for message in messages:
+        message.thread = thread  # their bubbles read its session: no query per sync for it
+    return messages
 
 
 def thread_message(*, thread: Thread, public_id: str) -> Message | None:

@@ -115,9 +115,13 @@ def test_a_rolling_restart_under_50_streams_stalls_no_tab_and_keeps_every_word(
         found = {str(m.thread.public_id): str(m.public_id) for m in rows.select_related("thread")}
         return found if len(found) == STREAMS else {}
 
+    restarts: list[str] = []  # when each process was stopped and up again
+
     async def restart(name: str, children: dict[str, Child], start) -> None:
+        began = time.monotonic()
         stops[name] = await off_the_loop(stop_and_time, children[name])
         children[name] = await off_the_loop(start, children[name])  # a web: on its port
+        restarts.append(f"{name} {began - posted_at:.2f}..{time.monotonic() - posted_at:.2f}")
 
     def start_worker_again(old: Child) -> Child:
         child = topology.start_worker(old.name)
@@ -155,6 +159,10 @@ def test_a_rolling_restart_under_50_streams_stalls_no_tab_and_keeps_every_word(
           f"{max(settled_at.values()) - upstream_end:.1f} s after the upstream's last word "
           f"(which came {upstream_end - posted_at - STREAM_SECONDS:.1f} s late); "
           f"closes {sum(len(tab.closes) for tab in tabs)}")  # fmt: skip
+    # Where the longest stalls went: the restarts, and each of those tabs' sockets.
+    print("restarts (s from the posts):", "; ".join(restarts))
+    for tab in sorted(tabs, key=lambda t: max(t.longest_stall.values(), default=0))[-5:]:
+        print(" ", tab.stall_story(posted_at))
     assert all(took < MAX_STOP_SECONDS for took in stops.values()), (stops, logs)
     assert max(settled_at.values()) - upstream_end < MAX_SETTLE_LAG_SECONDS, logs
     for tab in tabs:

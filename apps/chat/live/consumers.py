@@ -42,7 +42,7 @@ from apps.chat.display.rooms import room_banner, typing_fragment
 from apps.chat.live import presence, tab_reads
 from apps.chat.live.relay import relay
 from apps.chat.live.shutdown import CLOSE_RECONNECT, open_tabs, stopping
-from apps.chat.models import Thread
+from apps.chat.models import Message, Thread
 from apps.chat.selectors import messages_to_sync
 
 logger = logging.getLogger(__name__)
@@ -199,6 +199,26 @@ class UserConsumer(GroupSocket):
             await self.close(code=CLOSE_RECONNECT)
 
 
+def _catch_up_frames(
+    messages: list[Message], *, after_seq: int, live_texts: dict[str, str],
+    status_of: int | None, gone: list[str],
+) -> list[str]:  # fmt: skip
+    """A sync's frames, rendered in one call on the database thread: the bubbles the tab shows
+    replaced and the newer ones appended; with `status_of` (a thread's pk), the queue and
+    auto-round line as they are now, the thread's name as it is now (one given before the
+    socket followed would never reach the page) and, gone, the bubbles the tab still shows
+    as waiting that no longer exist (a next member who will not speak)."""
+    shown = [message for message in messages if message.seq <= after_seq]
+    new = [message for message in messages if message.seq > after_seq]
+    texts = frames.pack(bubble_fragments(shown, live_texts=live_texts, oob=True))
+    texts += frames.pack(bubble_fragments(new, live_texts=live_texts), appended=True)
+    if status_of is not None:
+        line = events.thread_status_event(thread_id=status_of)
+        title = events.thread_title_fragment(thread_id=status_of)
+        texts += [line["html"], title, *events.removed_fragments(gone)]
+    return texts
+
+
 class ThreadConsumer(GroupSocket):
     async def connect(self) -> None:
         self.thread: Thread | None = None
@@ -310,23 +330,12 @@ class ThreadConsumer(GroupSocket):
                 self.seen[message_id] = events.SETTLED_SEQ
             self.high_seq = max(self.high_seq, message.seq)
         self.high_seq = max(self.high_seq, after_seq)
-        new = [message for message in messages if message.seq > after_seq]
-        shown = [message for message in messages if message.seq <= after_seq]
-        replaced = await database_sync_to_async(bubble_fragments)(
-            shown, live_texts=live_texts, oob=True
-        )
-        appended = await database_sync_to_async(bubble_fragments)(new, live_texts=live_texts)
-        await self._send_frames(frames.pack(replaced) + frames.pack(appended, appended=True))
-        if not status:
-            return
-        # The queue and the auto-round line as they are now; bubbles the tab still shows as
-        # waiting that no longer exist (a next member who will not speak) go.
-        line = await database_sync_to_async(events.thread_status_event)(thread_id=thread.pk)
         gone = set(pending) - {str(message.public_id) for message in messages}
-        # The thread's name as it is now: one given before this socket followed (the first
-        # message names the thread) would otherwise never reach the page.
-        title = await database_sync_to_async(events.thread_title_fragment)(thread_id=thread.pk)
-        await self._send_frames([line["html"], title, *events.removed_fragments(sorted(gone))])
+        texts = await database_sync_to_async(_catch_up_frames)(
+            messages, after_seq=after_seq, live_texts=live_texts,
+            status_of=thread.pk if status else None, gone=sorted(gone),
+        )  # fmt: skip
+        await self._send_frames(texts)
 
     async def disconnect(self, code: int) -> None:
         await super().disconnect(code)
@@ -437,13 +446,12 @@ class ThreadConsumer(GroupSocket):
         """Whether the person may still read the thread; if not, the socket closes. Also
         whether they may talk there (a viewer's typing is shown to nobody)."""
         thread = self.thread
-        if thread is not None and await database_sync_to_async(tab_reads.readable_thread)(
-            self.user, thread.public_id
-        ):
-            self.can_talk = await database_sync_to_async(tab_reads.may_talk)(
-                user=self.user, thread_pk=thread.pk
+        if thread is not None:
+            readable, self.can_talk = await database_sync_to_async(tab_reads.tab_access)(
+                self.user, thread.public_id
             )
-            return True
+            if readable is not None:
+                return True
         self.thread = None
         await self.close(code=CLOSE_NOT_FOUND)
         return False

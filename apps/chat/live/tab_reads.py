@@ -20,8 +20,18 @@ def readable_thread(user, public_id) -> Thread | None:
     )
 
 
-def may_talk(*, user, thread_pk: int) -> bool:
-    return threads_for_user(user=user, need=Need.TALK).filter(pk=thread_pk).exists()
+def may_talk(*, user, thread: Thread) -> bool:
+    if thread.session.owner_id == user.pk:
+        return True  # the owner talks everywhere: no membership to look up
+    return threads_for_user(user=user, need=Need.TALK).filter(pk=thread.pk).exists()
+
+
+def tab_access(user, public_id) -> tuple[Thread | None, bool]:
+    """The thread when `user` may still read it, and whether they may talk there: one call
+    of a sync (a restarted web process takes every tab's sync at once, one call after another
+    on its database thread)."""
+    thread = readable_thread(user, public_id)
+    return thread, thread is not None and may_talk(user=user, thread=thread)
 
 
 def written_digest(*, user, digest_id: int, thread_pk: int) -> str:
