@@ -3,6 +3,7 @@
 import logging
 import os
 import threading
+import time
 
 from celery import Celery
 from celery.signals import worker_ready, worker_shutdown, worker_shutting_down
@@ -16,6 +17,10 @@ app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
 
 _sweeps_stop = threading.Event()
+# An import's worker is taken for dead after five minutes without a heartbeat: looking for
+# such jobs twice a minute is plenty (each second, it was a third of an idle worker's CPU).
+IMPORTS_SWEEP_SECONDS = 30.0
+_imports_swept_at: float | None = None
 
 
 def recover_replies_once() -> None:
@@ -35,7 +40,11 @@ def recover_replies_once() -> None:
         close_old_connections()
     if restarted:
         logger.warning("Restarted %d unfinished replies", len(restarted))
-    end_abandoned_imports()
+    global _imports_swept_at
+    now = time.monotonic()
+    if _imports_swept_at is None or now - _imports_swept_at >= IMPORTS_SWEEP_SECONDS:
+        _imports_swept_at = now
+        end_abandoned_imports()
 
 
 def end_abandoned_imports() -> None:
