@@ -44,12 +44,11 @@ class Supervisor:
         self.running[name] = ForkedChild(argv, keep_fds=own, close_fds=self.web_fds)
         self.started[name] = time.monotonic()
 
-    def start(self) -> list[ForkedChild]:
+    def start(self) -> None:
         for name in self.programs:
             self._spawn(name)
-        return list(self.running.values())
 
-    def keep_running(self) -> list[ForkedChild]:
+    def keep_running(self) -> None:
         now = time.monotonic()
         for name, child in list(self.running.items()):
             if name in self.restart_at:
@@ -71,11 +70,11 @@ class Supervisor:
             )
             self.restart_at[name] = now + pause
             self.pause[name] = min(self.LONGEST_PAUSE, pause * 2)
-        return list(self.running.values())
 
-    def stop(self, children: list[ForkedChild], *, timeout: float = 15) -> None:
+    def stop(self, *, timeout: float = 15) -> None:
         """SIGTERM every child (a worker hands its live replies over, a web process sends its
         tabs on), then wait for them all; a child still there after `timeout` is killed."""
+        children = list(self.running.values())
         for child in children:
             if child.poll() is None:
                 child.send_signal(signal.SIGTERM)
@@ -151,7 +150,6 @@ def main() -> int:
         env["REDIS_URL"] = redis.url
         print(f"Embedded Redis-compatible server on {redis.url}")
 
-    children: list[ForkedChild] = []
     supervisor: Supervisor | None = None
 
     def stop_all():
@@ -159,7 +157,7 @@ def main() -> int:
         # children if the launcher itself is killed).
         signal.signal(signal.SIGINT, signal.SIG_IGN)
         if supervisor is not None:
-            supervisor.stop(children)
+            supervisor.stop()
         if redis is not None:
             redis.stop()
 
@@ -185,11 +183,11 @@ def main() -> int:
             found["web"] = web
         preload(env, before_fork=("migrate --noinput", "ensure_local_user"))
         supervisor = Supervisor(found, web_fds=tuple(fds))
-        children[:] = supervisor.start()
+        supervisor.start()
         print(f"\nParley is running at http://{host}:{port}/  (Ctrl-C stops everything)\n")
         while True:
             time.sleep(0.5)
-            children[:] = supervisor.keep_running()
+            supervisor.keep_running()
             if redis is not None and redis.process.poll() is not None:
                 # Same port, so every child finds it again (empty: replies resume from the
                 # database, tabs reconnect and catch up).

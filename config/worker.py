@@ -21,7 +21,7 @@ import time
 
 from django.core.exceptions import ImproperlyConfigured
 
-from config.forking import ForkedChild, SetupFailed, preload
+from config.forking import SetupFailed, preload
 from config.launcher import Supervisor, programs
 
 POLL_SECONDS = 0.25
@@ -38,14 +38,13 @@ def main() -> int:
         print("Set REDIS_URL: the worker takes its replies from the web processes' Redis.")
         return 1
     workers = programs(env, web_fds=[], node=f"-{os.getpid()}")
-    children: list[ForkedChild] = []
     supervisor = Supervisor(workers)
     try:
         preload(env)
-        children[:] = supervisor.start()
+        supervisor.start()
         while True:
             time.sleep(POLL_SECONDS)
-            children[:] = supervisor.keep_running()
+            supervisor.keep_running()
     except KeyboardInterrupt:
         return 0
     except (SetupFailed, ImproperlyConfigured) as exc:
@@ -53,7 +52,7 @@ def main() -> int:
         return 1
     finally:
         signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C: still an orderly stop
-        supervisor.stop(children)
+        supervisor.stop()
 
 
 if __name__ == "__main__":

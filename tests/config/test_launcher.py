@@ -187,6 +187,18 @@ def test_a_port_in_use_is_a_clear_error_before_anything_starts(tmp_path):
     assert not (tmp_path / "parley.sqlite3").exists()  # nothing was set up
 
 
+def test_a_worker_on_its_own_without_redis_url_says_so_and_starts_nothing(tmp_path):
+    """`python -m config.worker` (the Procfile's worker) joins the web processes' Redis: with
+    none configured it cannot guess it, and says so instead of embedding one of its own."""
+    done = subprocess.run(
+        [sys.executable, "-m", "config.worker"], cwd=ROOT,
+        env=launcher_env(tmp_path, free_port()), capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert done.returncode == 1, done.stderr
+    assert "Set REDIS_URL" in done.stdout
+    assert not (tmp_path / "parley.sqlite3").exists()
+
+
 def cpu_ms(pid: int) -> float:
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) * 1000 / os.sysconf("SC_CLK_TCK")
