@@ -97,8 +97,11 @@ def test_mute_then_all_skips_the_muted_role(chat, fast_demo):
 
 
 def test_escape_stops_a_fan_out(chat, slow_demo):
+    # Slow enough that no role can finish before Escape, however loaded the machine.
+    slow_demo.PARLEY_DEMO_TOKENS_PER_SECOND = 15
     send(chat, "@all take your time")
-    expect(bubble(chat, "visual_architect")).to_contain_text("Demo reply", timeout=scaled(10_000))
+    for speaker in ("assistant", "editorial_architect", "visual_architect"):
+        expect(bubble(chat, speaker)).to_contain_text("Demo reply", timeout=scaled(10_000))
     chat.get_by_role("combobox", name="Message", exact=True).press("Escape")
     for speaker in ("assistant", "editorial_architect", "visual_architect", "director"):
         expect(bubble(chat, speaker)).to_have_attribute(
