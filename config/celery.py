@@ -118,10 +118,8 @@ def _wake_consumer_loop() -> None:
 
 @worker_shutdown.connect
 def stop_stream_hub(**kwargs) -> None:
-    """The tasks have finished by now: end the event loop that hosted their streams, once
-    the tasks of replies handed over are in the broker."""
-    from apps.chat.council.dispatch import wait_for_sends
+    """The tasks have finished by now (those of replies handed over are in the broker): end
+    the event loop that hosted their streams."""
     from apps.chat.live.hub import stream_hub_stop
 
-    wait_for_sends()
     stream_hub_stop()

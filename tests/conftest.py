@@ -282,11 +282,8 @@ def celery_worker(celery_worker_session, transactional_db):
     runs on into the next test's database.
     """
     yield celery_worker_session
-    from apps.chat.council.dispatch import wait_for_sends
     from apps.chat.council.replies import thread_interrupt
     from apps.chat.models import IN_FLIGHT, Thread
-
-    wait_for_sends()  # every task the test enqueued is in the broker
 
     for thread in Thread.objects.filter(messages__status__in=IN_FLIGHT).distinct():
         thread_interrupt(thread=thread)
@@ -309,10 +306,8 @@ def wait_worker_idle(timeout: float = 15, *, settled: bool = True) -> None:
     happen."""
     from celery.worker import state as worker_state
 
-    from apps.chat.council.dispatch import wait_for_sends
     from apps.chat.models import IN_FLIGHT, Message
 
-    wait_for_sends()
     deadline = time.monotonic() + timeout
     quiet = 0
     while quiet < 3:  # idle on three looks in a row: a settle's follow-up task has been sent
@@ -326,7 +321,6 @@ def wait_worker_idle(timeout: float = 15, *, settled: bool = True) -> None:
             faulthandler.dump_traceback(all_threads=True)  # show where a stuck reply waits
             raise RuntimeError(f"The worker was still busy after {timeout} s.")
         time.sleep(0.05)
-        wait_for_sends()
 
 
 def quiet_before_the_flush(timeout: float = 15) -> None:

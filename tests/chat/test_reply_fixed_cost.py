@@ -82,8 +82,8 @@ PHASES = (
 #   the sequence numbers, the topic's previous message, the message, the turn, the reply's
 #   placeholder, the session's updated time, the dispatch time); the models' reads (for the
 #   composer's "reads a description") and the bubble's attachments for the answer.
-# - start: the claim (update, the check that no one else has it, the row), the roster, the
-#   owner, whether the room is shared, the history and its turns, the models' reads and the
+# - start: the claim (the update, then the row with its session and owner), the roster,
+#   whether the room is shared, the history and its turns, the models' reads and the
 #   attachments, the speakers' names, the context version, the stage's cue, the MCP tools.
 # - settle: one write transaction (the final text), the bubble's roles and prices; then, once
 #   the bubble is out, one more (the turn, locked, and its next stage; the queue's next), the
@@ -95,7 +95,7 @@ PHASES = (
 #   may have claimed one) and its end, rendered once for every tab of the room.
 BUDGET = {
     "composer POST": 20,
-    "worker claim and start": 14,
+    "worker claim and start": 12,
     "settle": 18,
     "counts push": 11,
     "pushes announced": 11,

@@ -170,7 +170,10 @@ def test_a_rolling_restart_under_50_streams_stalls_no_tab_and_keeps_every_word(
         assert (reply.status, reply.text) == (MessageStatus.DONE, WORDS), logs
         shown = tab.seen_texts[str(reply.public_id)]
         assert all(WORDS.startswith(text) for text in shown), "a tab showed a repeated word"
-        assert [len(t) for t in shown] == sorted(len(t) for t in shown), "shown text went back"
+        lengths = [len(t) for t in shown]
+        assert lengths == sorted(lengths), (  # the runs of the reply say where it went back
+            f"shown text went back: {lengths}\n{reply.log}\n{tab.stall_story(posted_at)}"
+        )
         assert 4012 in tab.closes, f"the tab's socket was dropped, not closed: {tab.closes}"
         stall = tab.longest_stall.get(str(reply.public_id), 0.0)
         assert stall < MAX_STALL_SECONDS, f"a tab went {stall:.1f} s without new text\n{logs}"

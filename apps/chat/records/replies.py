@@ -79,9 +79,7 @@ def message_claim(*, message_id: int) -> ClaimedReply | None:
     claimed = Message.objects.filter(pk=message_id, status=MessageStatus.QUEUED).update(
         status=MessageStatus.STREAMING, started_at=now, attempt=F("attempt") + 1
     )
-    # A queued reply that already holds text was asked to Continue: it goes on from there.
-    resumed = bool(claimed) and Message.objects.filter(pk=message_id).exclude(content=[]).exists()
-    gave_up = False
+    resumed = gave_up = False
     if not claimed:
         attempts = settings.PARLEY_MAX_REPLY_ATTEMPTS
         resumed = bool(
@@ -100,7 +98,10 @@ def message_claim(*, message_id: int) -> ClaimedReply | None:
             )
             if not gave_up:
                 return None
-    message = Message.objects.select_related("thread__session").get(pk=message_id)
+    # The session's owner is among the names a reply must not speak for (`reply_setup`).
+    message = Message.objects.select_related("thread__session__owner").get(pk=message_id)
+    # A queued reply that already holds text was asked to Continue: it goes on from there.
+    resumed = resumed or bool(claimed and message.content)
     return ClaimedReply(message=message, resumed=resumed, gave_up=gave_up)
 
 
