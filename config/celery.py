@@ -6,7 +6,7 @@ import threading
 import time
 
 from celery import Celery
-from celery.signals import worker_ready, worker_shutdown, worker_shutting_down
+from celery.signals import task_failure, worker_ready, worker_shutdown, worker_shutting_down
 from kombu.asynchronous import get_event_loop
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
@@ -74,6 +74,44 @@ def recovery_sweeps(stop: threading.Event, interval: float) -> None:
     while not stop.wait(interval):
         if sweep_claim(interval):
             recover_replies_once()
+
+
+_beat_stop = threading.Event()
+
+
+def _node(sender) -> str:
+    """The worker's Celery name: `worker_ready` sends its consumer, `worker_shutting_down`
+    the name itself."""
+    if isinstance(sender, str):
+        return sender
+    return getattr(sender, "hostname", None) or f"worker-{os.getpid()}"
+
+
+@worker_ready.connect
+def start_beat(sender=None, **kwargs) -> None:
+    """Note this worker as alive for `/readyz` (apps/ops/workers.py)."""
+    from apps.ops.workers import beat
+
+    _beat_stop.clear()
+    threading.Thread(
+        target=beat, args=(_node(sender), _beat_stop), name="parley-beat", daemon=True
+    ).start()
+
+
+@worker_shutting_down.connect
+def stop_beat(sender=None, **kwargs) -> None:
+    from apps.ops.workers import gone
+
+    _beat_stop.set()
+    gone(_node(sender))
+
+
+@task_failure.connect
+def count_failed_job(sender=None, **kwargs) -> None:
+    """A background task that raised, for Prometheus (`parley_failed_jobs`)."""
+    from apps.ops import metrics
+
+    metrics.FAILED_JOBS.labels(getattr(sender, "name", "unknown")).inc()
 
 
 @worker_ready.connect

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from django.core.exceptions import ImproperlyConfigured
 
+from apps.ops import metrics
 from config.embedded_redis import start_embedded_redis
 from config.env import env_int
 from config.forking import ForkedChild, SetupFailed, preload
@@ -60,6 +61,7 @@ class Supervisor:
             code = child.poll()
             if code is None:
                 continue
+            metrics.process_gone(child.pid)
             if now - self.started[name] >= self.STABLE_SECONDS:
                 self.pause[name] = self.FIRST_PAUSE  # it had been running fine
             pause = self.pause[name]
@@ -181,6 +183,7 @@ def main() -> int:
         found = programs(env, fds)
         if web:
             found["web"] = web
+        metrics.start_afresh()  # this launcher's processes are the host's only ones
         preload(env, before_fork=("migrate --noinput", "ensure_local_user"))
         supervisor = Supervisor(found, web_fds=tuple(fds))
         supervisor.start()

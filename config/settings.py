@@ -233,6 +233,9 @@ PARLEY_API_STREAMS_PER_USER = env_int("PARLEY_API_STREAMS_PER_USER", 10, minimum
 # Every worker looks for replies left behind (a dead worker, a lost task) when it starts and
 # then at this interval; 0 keeps only the look at start.
 PARLEY_RECOVERY_INTERVAL_SECONDS = env_int("PARLEY_RECOVERY_INTERVAL_SECONDS", 1, minimum=0)
+# `/metrics` answers only a scrape that sends this token (`Authorization: Bearer ...`); unset,
+# it is off. (A metrics page tells strangers how busy the service is and with which models.)
+PARLEY_METRICS_TOKEN = env_str("PARLEY_METRICS_TOKEN", "")
 # A reply taken over this many times (its worker died each time) ends as an error instead.
 PARLEY_MAX_REPLY_ATTEMPTS = env_int("PARLEY_MAX_REPLY_ATTEMPTS", 3, minimum=1)
 # A role's lorebook: at most this many tokens of its entries go into one reply's context

@@ -2,8 +2,12 @@ from django.contrib import admin
 from django.urls import include, path
 
 from apps.api.urls import api_urls
+from config import health
 
 urlpatterns = [
+    path("healthz", health.healthz, name="healthz"),
+    path("readyz", health.readyz, name="readyz"),
+    path("metrics", health.metrics, name="metrics"),
     path("admin/", admin.site.urls),
     path("api/v1/", include((api_urls, "api"))),
     path("", include("apps.api.urls")),

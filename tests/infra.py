@@ -70,6 +70,10 @@ def pytest_load_initial_conftests(early_config, parser, args):
     os.environ["PARLEY_WORKSPACE_ROOT"] = str(
         Path(__file__).resolve().parent.parent / "var" / f"test-workspaces-{run_id}"
     )
+    # Its own metrics folder too: the processes a test starts sum their samples there.
+    os.environ["PROMETHEUS_MULTIPROC_DIR"] = str(
+        Path(__file__).resolve().parent.parent / "var" / f"test-metrics-{run_id}"
+    )
     # The suite's process is a web server, a Celery worker (256 threads) and the tests' own
     # threads at once, which no deployed process is: on PostgreSQL it gets a larger pool
     # than a process's default 16 (CI's full PostgreSQL run once ran out of it, and hung,
@@ -136,6 +140,7 @@ def pytest_unconfigure(config):
     import shutil
 
     shutil.rmtree(os.environ.get("PARLEY_WORKSPACE_ROOT", ""), ignore_errors=True)
+    shutil.rmtree(os.environ.get("PROMETHEUS_MULTIPROC_DIR", ""), ignore_errors=True)
     from django.conf import settings
 
     if settings.configured:

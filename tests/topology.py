@@ -76,6 +76,7 @@ class Topology:
             "PARLEY_CHANNEL_PREFIX": f"parley-faults-{run}",
             "PARLEY_RECOVERY_INTERVAL_SECONDS": "1",
             "PARLEY_VAR_DIR": str(self.workdir),
+            "PROMETHEUS_MULTIPROC_DIR": str(self.workdir / "metrics"),  # these processes' own
             "SECRET_KEY": settings.SECRET_KEY,  # the test's session cookies are valid here
             "PARLEY_ENCRYPTION_KEYS": ",".join(settings.PARLEY_ENCRYPTION_KEYS),
             "DEBUG": "false",

@@ -35,6 +35,7 @@ from apps.chat.models import TIMED_OUT, Message, MessageStatus
 from apps.chat.records.replies import message_fail_unsaved, reply_is_queued
 from apps.chat.records.text import storable
 from apps.connectors import client as mcp_client
+from apps.ops import metrics
 from apps.providers.calls import converse
 from apps.providers.crypto import scrub
 from apps.providers.registry import get_adapter
@@ -324,10 +325,13 @@ class ReplyRun:
         done = status == MessageStatus.DONE
         live.note(status, error[:200] if error else stop.reason if done else "")
         first = self.first_token_at
+        ttft_ms = int((first - self.started) * 1000) if first else None
+        duration_ms = int((time.monotonic() - self.started) * 1000)
+        metrics.reply_settled(provider=self.message.provider, status=status, usage=recorded,
+                              ttft_ms=ttft_ms, duration_ms=duration_ms)  # fmt: skip
         await _settle(
             self.hub, live, self.message, status=status, error=error, usage=recorded,
-            ttft_ms=int((first - self.started) * 1000) if first else None,
-            duration_ms=int((time.monotonic() - self.started) * 1000),
+            ttft_ms=ttft_ms, duration_ms=duration_ms,
             stop_reason=TIMED_OUT if timed_out else stop.reason if done else "",
             continuations=stop.continuations, log=live.log,
         )  # fmt: skip

@@ -41,6 +41,7 @@ from apps.chat.display import events
 from apps.chat.live.pacing import Pacer
 from apps.chat.live.publisher import LiveReply
 from apps.chat.records.replies import replies_checkpoint
+from apps.ops import metrics
 from apps.providers.adapters.clients import close_kept_clients, keep_clients_for
 
 logger = logging.getLogger(__name__)
@@ -158,6 +159,7 @@ class StreamHub:
             for _, given in batch:
                 given.set_exception(exc)
             return
+        metrics.TAKEOVERS.labels("handed_over").inc(len(lives))
         logger.info("Handed %d replies over in %.2f s", len(lives), time.monotonic() - started)
         for _, given in batch:
             given.set_result(None)
@@ -214,6 +216,7 @@ class StreamHub:
     async def attach(self, live: LiveReply) -> None:
         """Start hosting a reply; an interrupt that came before it was hosted still counts."""
         self.replies[live.message_id] = live
+        metrics.LIVE_STREAMS.set(len(self.replies))
         self._work.set()
         self._retime()  # the tick widens with the streams (and a changed setting applies)
         if self.handing_over:
@@ -224,6 +227,7 @@ class StreamHub:
 
     def detach(self, live: LiveReply) -> None:
         self.replies.pop(live.message_id, None)
+        metrics.LIVE_STREAMS.set(len(self.replies))
         self._retime()  # fewer streams: the tick narrows now, not after the next batch
 
     def text_arrived(self, live: LiveReply, *, first: bool) -> None:

@@ -23,6 +23,7 @@ from apps.chat.models import (
 from apps.chat.records.budgets import budget_spend
 from apps.chat.records.text import storable, storable_parts
 from apps.chat.selectors import reply_provider
+from apps.ops import metrics
 from apps.providers.types import NO_AUTH, Auth
 from apps.roles.models import Role
 
@@ -87,7 +88,9 @@ def message_claim(*, message_id: int) -> ClaimedReply | None:
                 pk=message_id, status=MessageStatus.STREAMING, attempt__lt=attempts
             ).update(attempt=F("attempt") + 1)
         )
-        if not resumed:
+        if resumed:  # its worker died mid-stream
+            metrics.TAKEOVERS.labels("lapsed").inc()
+        else:
             gave_up = bool(
                 Message.objects.filter(pk=message_id, status=MessageStatus.STREAMING).update(
                     status=MessageStatus.ERROR,

@@ -1,0 +1,1 @@
+"""Operations: what a team's servers report about Parley (metrics, health)."""
