@@ -122,6 +122,14 @@ def start_recovery(**kwargs) -> None:
 
     freeze_startup_heap()
     recover_replies_once()
+    minutes = settings.PARLEY_RETENTION_SWEEP_MINUTES
+    if minutes:
+        from config.retention import retention_sweeps
+
+        threading.Thread(
+            target=retention_sweeps, args=(_sweeps_stop, minutes), name="parley-retention",
+            daemon=True,
+        ).start()  # fmt: skip
     interval = settings.PARLEY_RECOVERY_INTERVAL_SECONDS
     if interval:
         _sweeps_stop.clear()

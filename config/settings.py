@@ -256,6 +256,10 @@ PARLEY_MAX_REQUEST_MB = env_int("PARLEY_MAX_REQUEST_MB", 1024, minimum=1)
 FILE_UPLOAD_MAX_MEMORY_SIZE = 1024 * 1024
 # Each file is read in a child process under these ceilings (apps/imports/sandbox.py): its
 # address space, and the CPU seconds it may spend (a base, plus a share per MB of the file).
+# An upload left waiting this long (never finished, or read and never imported) is deleted.
+PARLEY_IMPORT_UPLOAD_HOURS = env_int("PARLEY_IMPORT_UPLOAD_HOURS", 24, minimum=1)
+# How often one of the workers runs the retention sweep (files nothing uses any more).
+PARLEY_RETENTION_SWEEP_MINUTES = env_int("PARLEY_RETENTION_SWEEP_MINUTES", 60, minimum=0)  # 0: off
 PARLEY_IMPORT_MEMORY_MB = env_int("PARLEY_IMPORT_MEMORY_MB", 1024, minimum=256)
 PARLEY_IMPORT_CPU_SECONDS = env_int("PARLEY_IMPORT_CPU_SECONDS", 60, minimum=1)
 PARLEY_IMPORT_CPU_SECONDS_PER_MB = env_int("PARLEY_IMPORT_CPU_SECONDS_PER_MB", 1, minimum=0)

@@ -81,6 +81,7 @@ def pytest_load_initial_conftests(early_config, parser, args):
     os.environ.setdefault("PARLEY_DB_POOL_SIZE", "40")
     # Tests that leave replies behind on purpose run the recovery themselves, when they choose.
     os.environ["PARLEY_RECOVERY_INTERVAL_SECONDS"] = "0"
+    os.environ["PARLEY_RETENTION_SWEEP_MINUTES"] = "0"  # the tests sweep when they choose
     if not os.environ.get("REDIS_URL"):
         from config.embedded_redis import start_embedded_redis
 

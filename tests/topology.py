@@ -104,8 +104,8 @@ class Topology:
         pids = [int(pid) for pid in found.read_text().split()] if found.exists() else []
         return pids[0] if pids else None
 
-    def start_web(self, name: str = "web", port: int = 0) -> Child:
-        """A daphne process (on `port` again, for a restart)."""
+    def start_web(self, name: str = "web", port: int = 0, env: dict | None = None) -> Child:
+        """A daphne process (on `port` again, for a restart; `env` over the topology's)."""
         port = port or free_port()
         child = self._start(
             name,
@@ -119,6 +119,7 @@ class Topology:
                 str(port),
                 "config.asgi:application",
             ],
+            env=env,
         )
         child.port = port
         deadline = time.monotonic() + 60  # as for a worker: four suites' load slows a start

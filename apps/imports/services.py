@@ -29,6 +29,7 @@ from apps.imports.layout import Layout
 from apps.imports.models import RUNNING, ImportedConversation, ImportJob, ImportStatus
 from apps.imports.sources.common import SourceConversation
 from apps.imports.sources.reading import LABELS, UnreadableFile
+from apps.ops.storage import delete_unused
 from apps.roles.models import Role
 from apps.roles.selectors import roles_offered
 from apps.roles.services import role_for_imported_voice
@@ -132,9 +133,12 @@ def _clean_name(name: str) -> str:
     return " ".join(storable(name or "").split())[:255] or "export"
 
 
+IMPORTS_FOLDER = "imports/"
+
+
 def _stored_name(name: str) -> str:
     suffix = ".zip" if name.lower().endswith(".zip") else ".json"
-    return f"imports/{uuid.uuid4().hex}{suffix}"
+    return f"{IMPORTS_FOLDER}{uuid.uuid4().hex}{suffix}"
 
 
 def _discard_abandoned(owner) -> None:
@@ -300,6 +304,28 @@ def jobs_sweep() -> int:
 
 STALE_AFTER = timedelta(minutes=5)  # a heartbeat comes every second or so; one conversation
 # of 100,000 messages may take a minute to write
+
+
+def uploads_expire() -> int:
+    """End the uploads left waiting (never finished, or read and never imported) for longer
+    than PARLEY_IMPORT_UPLOAD_HOURS, with their files; how many were ended."""
+    hours = settings.PARLEY_IMPORT_UPLOAD_HOURS
+    waiting = ImportJob.objects.filter(
+        status__in=(ImportStatus.UPLOADING, ImportStatus.READY),
+        created_at__lt=timezone.now() - timedelta(hours=hours),
+    )  # fmt: skip
+    error = (
+        f"The upload waited {hours} hours without being imported and was deleted; send it again."
+    )
+    return sum(
+        _finish(job, ImportStatus.FAILED, error=error, only_if=job.status) for job in waiting
+    )
+
+
+def import_files_sweep() -> int:
+    """Delete the uploads no job names (a job ended while its file could not be deleted)."""
+    named = set(ImportJob.objects.exclude(file="").values_list("file", flat=True))
+    return delete_unused(IMPORTS_FOLDER, named.__contains__)
 
 
 def job_run(job: ImportJob) -> None:

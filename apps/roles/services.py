@@ -15,6 +15,7 @@ from django.core.files.storage import default_storage
 from django.db import IntegrityError, transaction
 from django.utils.text import slugify
 
+from apps.ops.storage import delete_unused
 from apps.roles.cards import MAX_CARD_FILE_BYTES, Card, CardError, read_card
 from apps.roles.defaults import ASSISTANT
 from apps.roles.models import LoreEntry, Role, RoleGroup
@@ -107,7 +108,7 @@ def role_from_card(*, owner, card: Card, pack: str = "") -> Role:
     avatar_path = ""
     if card.picture:
         digest = hashlib.sha256(card.picture).hexdigest()
-        avatar_path = f"avatars/{digest}.png"
+        avatar_path = f"{AVATARS_FOLDER}{digest}.png"
         if not default_storage.exists(avatar_path):
             default_storage.save(avatar_path, ContentFile(card.picture))
     card_fields = {"character": card.kept, "extensions": card.extensions}
@@ -196,3 +197,12 @@ def role_delete(*, role: Role, by) -> None:
     if role.owner_id != by.pk:
         raise ValidationError("Only your own roles can be deleted here.")
     role.delete()
+
+
+AVATARS_FOLDER = "avatars/"
+
+
+def avatars_sweep() -> int:
+    """Delete the avatars no role shows any more (its roles were deleted); how many went."""
+    shown = set(Role.objects.exclude(avatar="").values_list("avatar", flat=True))
+    return delete_unused(AVATARS_FOLDER, shown.__contains__)

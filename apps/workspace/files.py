@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path, PurePosixPath
@@ -85,6 +86,10 @@ class Workspace:
                     )
         return sorted(found, key=lambda info: info.path)
 
+    def remove(self) -> None:
+        """The folder and everything in it (its session is gone)."""
+        shutil.rmtree(self.folder, ignore_errors=True)
+
     def used_bytes(self) -> int:
         return sum(info.size for info in self.files())
 
@@ -144,3 +149,9 @@ class Workspace:
         if not path.is_file():
             raise WorkspaceError(f"There is no file {relative!r} in the workspace.")
         path.unlink()
+
+
+def workspace_keys(root: Path | str) -> list[str]:
+    """The names of the session folders under `root` (each a session's public id)."""
+    base = Path(root)
+    return sorted(entry.name for entry in base.iterdir() if entry.is_dir()) if base.is_dir() else []

@@ -174,7 +174,11 @@ def test_a_rolling_restart_under_50_streams_stalls_no_tab_and_keeps_every_word(
         assert lengths == sorted(lengths), (  # the runs of the reply say where it went back
             f"shown text went back: {lengths}\n{reply.log}\n{tab.stall_story(posted_at)}"
         )
-        assert 4012 in tab.closes, f"the tab's socket was dropped, not closed: {tab.closes}"
+        # Every socket a restart ended was closed with the reconnect code, never dropped. (A
+        # tab whose reply ended before its web process restarted sees no close at all: on a
+        # loaded host a restart can take 30 s, longer than some streams have left.)
+        assert set(tab.closes) <= {4012}, f"the tab's socket was dropped, not closed: {tab.closes}"
         stall = tab.longest_stall.get(str(reply.public_id), 0.0)
         assert stall < MAX_STALL_SECONDS, f"a tab went {stall:.1f} s without new text\n{logs}"
+    assert sum(4012 in tab.closes for tab in tabs) >= STREAMS // 2  # the restarts met them
     assert "Traceback" not in logs

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from django.db import transaction
+
 from apps.chat.council.replies import session_restart_in_flight, thread_interrupt
 from apps.chat.models import Session, Thread
+from apps.chat.records.retention import session_files_delete_on_commit
 from apps.chat.records.sessions import SettingsChange, session_save_settings
 from apps.chat.records.threads import thread_clear_messages, thread_drop_queue
 
@@ -22,7 +25,9 @@ def session_delete(*, session: Session) -> None:
     for thread in session.threads.all():
         thread_drop_queue(thread=thread)
         thread_interrupt(thread=thread)
-    session.delete()
+    with transaction.atomic():
+        session_files_delete_on_commit(session)  # its bytes go once the rows have
+        session.delete()
 
 
 def thread_clear(*, thread: Thread) -> Thread:
