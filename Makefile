@@ -19,13 +19,13 @@ run: setup
 	$(PY) -m config.launcher
 
 # Browser tests drive Debian's Chromium (plus an emoji font, for role avatars in screenshots);
-# install what is missing (needs root or sudo).
+# the balancer recipe's test runs Debian's nginx. Install what is missing (needs root or sudo).
 browser:
-	@if [ ! -x /usr/bin/chromium ] || [ ! -d /usr/share/fonts/truetype/noto ]; then \
-		echo "Installing Debian's chromium and fonts-noto-color-emoji for the browser tests…"; \
+	@if [ ! -x /usr/bin/chromium ] || [ ! -d /usr/share/fonts/truetype/noto ] || [ ! -x /usr/sbin/nginx ]; then \
+		echo "Installing Debian's chromium, fonts-noto-color-emoji and nginx for the tests…"; \
 		SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
-		$$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq chromium fonts-noto-color-emoji >/dev/null || \
-		{ echo "Could not install chromium: run 'apt-get install chromium fonts-noto-color-emoji' as root."; exit 1; }; \
+		$$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq chromium fonts-noto-color-emoji nginx >/dev/null || \
+		{ echo "Could not install them: run 'apt-get install chromium fonts-noto-color-emoji nginx' as root."; exit 1; }; \
 	fi
 
 # Style, the import contracts (layers and the direction of calls, no cycles: see

@@ -213,6 +213,10 @@ SECURE_CONTENT_TYPE_NOSNIFF = True
 if not DEBUG:
     SESSION_COOKIE_SECURE = env_bool("SECURE_COOKIES", default=False)
     CSRF_COOKIE_SECURE = SESSION_COOKIE_SECURE
+# Behind a balancer that ends HTTPS and says so in X-Forwarded-Proto (deploy/nginx.conf does):
+# requests are known to be secure. Only there: a client reaching Parley directly could claim it.
+if env_bool("PARLEY_BEHIND_PROXY", default=False):
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
 
 # Streaming behaviour.
 # The longest a streaming reply's new text gathers before it goes out (under load: while a
