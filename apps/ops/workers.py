@@ -11,8 +11,8 @@ import redis
 from django.conf import settings
 
 SEEN_KEY = "parley:workers:seen"  # a sorted set: Celery node name -> when last seen
-BEAT_SECONDS = 5.0
-GONE_AFTER_SECONDS = 20.0
+BEAT_SECONDS = 10.0
+GONE_AFTER_SECONDS = 30.0
 
 
 def _client() -> redis.Redis:
