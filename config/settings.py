@@ -193,14 +193,41 @@ STATIC_URL = "static/"
 STATICFILES_DIRS = [BASE_DIR / "static"]
 STATIC_ROOT = VAR_DIR / "staticfiles"
 STATIC_ROOT.mkdir(parents=True, exist_ok=True)  # whitenoise warns on every start without it
-# Attachments' bytes, through Django's storage API: a deployment may switch "default" to
-# object storage (django-storages) without a change to Parley. Never served from MEDIA_URL:
-# every file goes out through a view that checks the room's access rules.
+# Stored files (attachments, PDFs' pages, the library, avatars), through Django's storage API:
+# a folder (PARLEY_MEDIA_ROOT), or with PARLEY_STORAGE=s3 a bucket of S3-compatible object
+# storage. Never served from MEDIA_URL: every file goes out through a view that checks the
+# room's access rules. Import uploads arrive in pieces and are read by a child process from a
+# file, so they wait in a folder ("imports": PARLEY_MEDIA_ROOT unless told otherwise).
 MEDIA_ROOT = Path(env_str("PARLEY_MEDIA_ROOT", str(VAR_DIR / "media")))
-STORAGES = {
+STORAGES: dict[str, dict[str, Any]] = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "imports": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
     "staticfiles": {"BACKEND": "whitenoise.storage.CompressedStaticFilesStorage"},
 }
+if env_str("PARLEY_IMPORTS_ROOT"):  # else PARLEY_MEDIA_ROOT (followed when it changes)
+    STORAGES["imports"]["OPTIONS"] = {"location": env_str("PARLEY_IMPORTS_ROOT")}
+PARLEY_STORAGE = env_str("PARLEY_STORAGE", "local")
+if PARLEY_STORAGE == "s3":
+    from botocore.config import Config as _S3Config
+
+    # Both of these inside the client's Config: given beside it, S3Storage ignores them.
+    _s3_config = _S3Config(
+        signature_version="s3v4",
+        s3={"addressing_style": env_str("PARLEY_S3_ADDRESSING_STYLE", "path")},
+    )
+    STORAGES["default"] = {
+        "BACKEND": "storages.backends.s3.S3Storage",
+        "OPTIONS": {
+            "bucket_name": env_str("PARLEY_S3_BUCKET", "parley"),
+            "endpoint_url": env_str("PARLEY_S3_ENDPOINT_URL", "") or None,
+            "region_name": env_str("PARLEY_S3_REGION", "us-east-1"),
+            "client_config": _s3_config,
+            "default_acl": None,  # the bucket's own policy: private
+            "querystring_auth": True,
+        },  # keys: AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, read by boto3 itself
+    }
+elif PARLEY_STORAGE != "local":
+    raise ImproperlyConfigured(f"PARLEY_STORAGE={PARLEY_STORAGE!r}: use local or s3.")
 # Serve straight from the app directories so `make run` needs no collectstatic step.
 WHITENOISE_USE_FINDERS = True
 WHITENOISE_AUTOREFRESH = DEBUG

@@ -83,18 +83,22 @@ class Topology:
             "PYTHONUNBUFFERED": "1",
         }
 
-    def start_worker(self, name: str = "worker", *, supervised: bool = False) -> Child:
+    def start_worker(
+        self, name: str = "worker", *, supervised: bool = False, env: dict | None = None
+    ) -> Child:
         """A Celery worker started cold (`celery -A config worker`), or `supervised` as the
         Procfile starts it (`python -m config.worker`: one worker forked from a loaded
-        process that forks it again when it dies; see `forked_worker`)."""
+        process that forks it again when it dies; see `forked_worker`); `env` over the
+        topology's."""
         if supervised:
-            env = {"WORKER_PROCESSES": "1", "WORKER_CONCURRENCY": "64"}
+            env = {"WORKER_PROCESSES": "1", "WORKER_CONCURRENCY": "64", **(env or {})}
             return self._start(name, [sys.executable, "-m", "config.worker"], env=env)
         return self._start(
             name,
             [str(BIN / "celery"), "-A", "config", "worker", "--pool", "threads",
              "--concurrency", "64", "--loglevel", "INFO", "-n", f"{name}@%h",
              "-Q", self.env["PARLEY_TASK_QUEUE"]],
+            env=env,
         )  # fmt: skip
 
     @staticmethod
@@ -268,15 +272,16 @@ class FollowedTab:
                     self.changed_at[message_id] = now
 
 
-async def post(web, thread_id: str, cookie: str, text: str) -> None:
-    """The composer's POST, as a browser sends it."""
+async def post(web, thread_id: str, cookie: str, text: str, attachments: tuple = ()) -> None:
+    """The composer's POST, as a browser sends it (with the ids of waiting `attachments`)."""
     async with aiohttp.ClientSession(headers={"Cookie": cookie}) as http:
         async with http.get(f"{web.url}/t/{thread_id}/") as page:
             token = CSRF.search(await page.text())[1]
             csrf_cookie = page.cookies["csrftoken"].value
         async with http.post(
             f"{web.url}/t/{thread_id}/messages/",
-            data={"text": text, "csrfmiddlewaretoken": token},
+            data=[("text", text), ("csrfmiddlewaretoken", token),
+                  *(("attachments", str(attachment)) for attachment in attachments)],
             headers={"Cookie": f"{cookie}; csrftoken={csrf_cookie}", "HX-Request": "true",
                      "Referer": web.url},
         ) as response:  # fmt: skip

@@ -7,7 +7,14 @@ from __future__ import annotations
 import uuid
 
 from django.conf import settings
+from django.core.files.storage import Storage, storages
 from django.db import models
+
+
+def import_storage() -> Storage:
+    """Where uploads wait to be read: a folder (settings.STORAGES["imports"]), since they
+    arrive in pieces and a child process reads them from a file."""
+    return storages["imports"]
 
 
 class ImportStatus(models.TextChoices):
@@ -30,7 +37,9 @@ class ImportJob(models.Model):
     size = models.PositiveBigIntegerField(default=0)
     # Sent in pieces (a browser or `parley import`): how many bytes have arrived.
     received = models.PositiveBigIntegerField(default=0)
-    file = models.FileField(max_length=255, blank=True, help_text="Deleted once imported.")
+    file = models.FileField(
+        max_length=255, blank=True, storage=import_storage, help_text="Deleted once imported."
+    )
     status = models.CharField(
         max_length=12, choices=ImportStatus.choices, default=ImportStatus.READING
     )

@@ -14,7 +14,6 @@ from celery import current_app
 from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.core.files.base import ContentFile
-from django.core.files.storage import default_storage
 from django.db import DatabaseError, IntegrityError, transaction
 from django.utils import timezone
 from kombu.exceptions import OperationalError
@@ -26,7 +25,13 @@ from apps.chat.records.imported import ImportedMessage, ImportedThread, session_
 from apps.chat.records.text import storable
 from apps.imports import sandbox
 from apps.imports.layout import Layout
-from apps.imports.models import RUNNING, ImportedConversation, ImportJob, ImportStatus
+from apps.imports.models import (
+    RUNNING,
+    ImportedConversation,
+    ImportJob,
+    ImportStatus,
+    import_storage,
+)
 from apps.imports.sources.common import SourceConversation
 from apps.imports.sources.reading import LABELS, UnreadableFile
 from apps.ops.storage import delete_unused
@@ -54,7 +59,7 @@ def job_create(*, owner, name: str, upload) -> ImportJob:
     size = upload.size or 0
     _check_size(size)
     _discard_abandoned(owner)
-    stored = default_storage.save(_stored_name(name), upload)
+    stored = import_storage().save(_stored_name(name), upload)
     job = ImportJob.objects.create(
         owner=owner, name=_clean_name(name), size=size, received=size, file=stored
     )
@@ -67,7 +72,7 @@ def upload_begin(*, owner, name: str, size: int) -> ImportJob:
     than a piece of it: the web server hands a request's body to Django whole."""
     _check_size(size)
     _discard_abandoned(owner)
-    stored = default_storage.save(_stored_name(name), ContentFile(b""))
+    stored = import_storage().save(_stored_name(name), ContentFile(b""))
     return ImportJob.objects.create(
         owner=owner, name=_clean_name(name), size=size, file=stored,
         status=ImportStatus.UPLOADING,
@@ -325,7 +330,7 @@ def uploads_expire() -> int:
 def import_files_sweep() -> int:
     """Delete the uploads no job names (a job ended while its file could not be deleted)."""
     named = set(ImportJob.objects.exclude(file="").values_list("file", flat=True))
-    return delete_unused(IMPORTS_FOLDER, named.__contains__)
+    return delete_unused(IMPORTS_FOLDER, named.__contains__, storage=import_storage())
 
 
 def job_run(job: ImportJob) -> None:
@@ -469,7 +474,7 @@ def _finish(
         rows = rows.filter(status=only_if)
     ended = rows.update(**fields, file="")
     if ended and job.file.name:
-        default_storage.delete(job.file.name)
+        import_storage().delete(job.file.name)
     return ended
 
 

@@ -9,7 +9,7 @@ import shutil
 from collections.abc import Callable, Iterator
 from datetime import datetime, timedelta
 
-from django.core.files.storage import FileSystemStorage, default_storage
+from django.core.files.storage import FileSystemStorage, Storage, default_storage
 from django.utils import timezone
 
 # A file younger than this is never swept: the row that names it may not be committed yet
@@ -26,33 +26,38 @@ def folders(prefix: str) -> list[str]:
     return sorted(found)
 
 
-def files_under(prefix: str) -> Iterator[str]:
+def files_under(prefix: str, storage: Storage | None = None) -> Iterator[str]:
     """Every stored name under `prefix`, however deep, one folder listing at a time."""
+    storage = storage or default_storage
     try:
-        subfolders, files = default_storage.listdir(prefix)
+        subfolders, files = storage.listdir(prefix)
     except FileNotFoundError:
         return
     for name in files:
         yield f"{prefix}{name}"
     for folder in subfolders:
-        yield from files_under(f"{prefix}{folder}/")
+        yield from files_under(f"{prefix}{folder}/", storage)
 
 
-def _old_enough(name: str, cutoff: datetime) -> bool:
+def _old_enough(storage: Storage, name: str, cutoff: datetime) -> bool:
     try:
-        return default_storage.get_modified_time(name) < cutoff
+        return storage.get_modified_time(name) < cutoff
     except (FileNotFoundError, NotImplementedError):
         return False  # gone meanwhile, or a storage that cannot tell: left alone
 
 
-def delete_unused(prefix: str, in_use: Callable[[str], bool], *, grace: timedelta = GRACE) -> int:
-    """Delete the files under `prefix` that nothing uses and that are older than `grace`;
-    how many went."""
+def delete_unused(
+    prefix: str, in_use: Callable[[str], bool], *, grace: timedelta = GRACE,
+    storage: Storage | None = None,
+) -> int:  # fmt: skip
+    """Delete the files under `prefix` (in `storage`, the default one unless told) that
+    nothing uses and that are older than `grace`; how many went."""
+    storage = storage or default_storage
     cutoff = timezone.now() - grace
     deleted = 0
-    for name in list(files_under(prefix)):
-        if not in_use(name) and _old_enough(name, cutoff):
-            default_storage.delete(name)
+    for name in list(files_under(prefix, storage)):
+        if not in_use(name) and _old_enough(storage, name, cutoff):
+            storage.delete(name)
             deleted += 1
     return deleted
 
