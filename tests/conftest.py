@@ -475,3 +475,13 @@ def anthropic_thread(alice_thread, emulated_anthropic):
         session=alice_thread.session, credential=emulated_anthropic, model="claude-sonnet-5"
     )
     return alice_thread
+
+
+@pytest.fixture
+def topology(tmp_path):
+    """Parley as deployed, in separate processes (tests/topology.py), stopped afterwards."""
+    from tests.topology import Topology
+
+    topology = Topology(tmp_path)
+    yield topology
+    topology.stop()

@@ -29,28 +29,25 @@ RECEIVED = re.compile(r"run_reply\[[0-9a-f-]+\] received")
 WORDS = "".join(f"w{n} " for n in range(1, 501)).rstrip()  # ~12 s at 40 tokens a second
 
 
-@pytest.fixture
-def topology(tmp_path):
-    topology = Topology(tmp_path)
-    yield topology
-    topology.stop()
+def numbered_words_thread(owner, emulator, *, tokens_per_second: int = 40):
+    """A thread whose assistant is an OpenAI-compatible upstream streaming numbered words, and
+    continuing them exactly when asked to go on from a cut-off answer."""
+    emulator.script(
+        Script(text=WORDS, tokens_per_second=tokens_per_second, provider="openai"),
+        Script(text=WORDS, tokens_per_second=tokens_per_second, resumes=True, provider="openai"),
+    )
+    credential = credential_save(
+        owner=owner, name="Numbered words", provider="openai_compatible",
+        base_url=f"{emulator.url}/v1", api_key="sk-test-numbered-words-key-0000",
+    )  # fmt: skip
+    session = session_create(owner=owner, name="Faults")
+    session_set_provider(session=session, credential=credential, model="gpt-4.1")
+    return session.active_thread
 
 
 @pytest.fixture
 def numbered_thread(alice, roles, emulator):
-    """A thread whose assistant is an OpenAI-compatible upstream streaming numbered words, and
-    continuing them exactly when asked to go on from a cut-off answer."""
-    emulator.script(
-        Script(text=WORDS, tokens_per_second=40, provider="openai"),
-        Script(text=WORDS, tokens_per_second=40, resumes=True, provider="openai"),
-    )
-    credential = credential_save(
-        owner=alice, name="Numbered words", provider="openai_compatible",
-        base_url=f"{emulator.url}/v1", api_key="sk-test-numbered-words-key-0000",
-    )  # fmt: skip
-    session = session_create(owner=alice, name="Faults")
-    session_set_provider(session=session, credential=credential, model="gpt-4.1")
-    return session.active_thread
+    return numbered_words_thread(alice, emulator)
 
 
 def cookie_for(user) -> str:

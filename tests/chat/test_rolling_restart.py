@@ -22,7 +22,7 @@ from apps.providers.emulator import Script
 from apps.providers.services import credential_save
 from tests.chat.test_faults import cookie_for, off_the_loop
 from tests.conftest import wait_until
-from tests.topology import Child, FollowedTab, Topology, post
+from tests.topology import Child, FollowedTab, post
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -38,13 +38,6 @@ WORDS = "".join(f"w{n} " for n in range(1, STREAM_SECONDS * RATE + 1)).rstrip()
 MAX_STOP_SECONDS = 15.0
 MAX_STALL_SECONDS = 15.0
 MAX_SETTLE_LAG_SECONDS = 60.0
-
-
-@pytest.fixture
-def topology(tmp_path):
-    topology = Topology(tmp_path)
-    yield topology
-    topology.stop()
 
 
 def numbered_threads(alice, emulator, count: int) -> list:

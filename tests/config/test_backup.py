@@ -23,16 +23,9 @@ from apps.chat.records.sessions import session_create, session_workspace
 from config import backup
 from tests.attachments.test_sniff import image_bytes, text_pdf
 from tests.chat.test_faults import cookie_for
-from tests.topology import ROOT, Topology
+from tests.topology import ROOT
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-
-@pytest.fixture
-def topology(tmp_path):
-    topology = Topology(tmp_path)
-    yield topology
-    topology.stop()
 
 
 @pytest.fixture

@@ -16,7 +16,7 @@ import pytest
 from apps.chat.models import Message, MessageStatus
 from tests.chat.test_faults import cookie_for, numbered_thread, reply_of  # noqa: F401 (fixture)
 from tests.conftest import wait_until
-from tests.topology import Topology, post
+from tests.topology import post
 
 pytestmark = pytest.mark.django_db(transaction=True)
 TOKEN = "metrics-token-for-the-test-0123456789"
@@ -45,12 +45,21 @@ def sample(text: str, name: str, **labels: str) -> float | None:
     return None
 
 
+def scrape_when(web, *, live_streams: float) -> str:
+    """The web process's metrics once they show this many live streams."""
+
+    def scraped() -> str | None:
+        text = get(f"{web.url}/metrics", token=TOKEN)[1]
+        return text if sample(text, "parley_live_streams") == live_streams else None
+
+    return wait_until(scraped, timeout=15)
+
+
 @pytest.fixture
-def topology(tmp_path):
-    topology = Topology(tmp_path)
+def topology(topology):
+    """The shared topology (tests/conftest.py), its processes given a metrics token."""
     topology.env["PARLEY_METRICS_TOKEN"] = TOKEN
-    yield topology
-    topology.stop()
+    return topology
 
 
 def test_healthz_and_readyz_answer_without_sign_in_and_say_what_is_not_ready(topology):
@@ -92,28 +101,14 @@ def test_metrics_are_scraped_during_a_reply_and_count_it_once_settled(
     reply = reply_of(thread)
     wait_until(lambda: Message.objects.get(pk=reply.pk).status == MessageStatus.STREAMING)
     # Scraped on the web process: the worker's live stream, summed in from its own files.
-    during = wait_until(
-        lambda: (
-            (text := get(f"{web.url}/metrics", token=TOKEN)[1])
-            and sample(text, "parley_live_streams") == 1.0
-            and text
-        ),
-        timeout=15,
-    )
+    during = scrape_when(web, live_streams=1.0)
     assert sample(during, "parley_replies_total", provider="openai_compatible",
                   status="done") is None  # fmt: skip
     assert sample(during, "parley_replies_queued") == 0.0
     assert sample(during, "parley_broker_queue_depth") == 0.0
     wait_until(lambda: Message.objects.get(pk=reply.pk).status == MessageStatus.DONE, timeout=60)
     reply.refresh_from_db()
-    after = wait_until(
-        lambda: (
-            (text := get(f"{web.url}/metrics", token=TOKEN)[1])
-            and sample(text, "parley_live_streams") == 0.0
-            and text
-        ),
-        timeout=15,
-    )
+    after = scrape_when(web, live_streams=0.0)
     labels = {"provider": "openai_compatible"}
     assert sample(after, "parley_replies_total", status="done", **labels) == 1.0
     assert sample(after, "parley_tokens_total", direction="output", **labels) == float(

@@ -20,13 +20,10 @@ import pytest
 
 from apps.api.tokens import token_create
 from apps.chat.models import Message, MessageStatus
-from apps.chat.records.sessions import session_create, session_set_provider
-from apps.providers.emulator import Script
-from apps.providers.services import credential_save
 from config.embedded_redis import free_port
-from tests.chat.test_faults import WORDS, cookie_for, reply_of
+from tests.chat.test_faults import WORDS, cookie_for, numbered_words_thread, reply_of
 from tests.conftest import wait_until
-from tests.topology import ROOT, Child, FollowedTab, Topology, post
+from tests.topology import ROOT, Child, FollowedTab, post
 
 pytestmark = pytest.mark.django_db(transaction=True)
 NGINX = shutil.which("nginx") or "/usr/sbin/nginx"
@@ -81,26 +78,8 @@ def _answers(url: str) -> bool:
 
 @pytest.fixture
 def numbered_thread(alice, roles, emulator):
-    """A thread whose assistant streams numbered words for about 25 s (and goes on from a
-    cut-off answer exactly): long enough to restart a process under a loaded suite."""
-    emulator.script(
-        Script(text=WORDS, tokens_per_second=20, provider="openai"),
-        Script(text=WORDS, tokens_per_second=20, resumes=True, provider="openai"),
-    )
-    credential = credential_save(
-        owner=alice, name="Numbered words", provider="openai_compatible",
-        base_url=f"{emulator.url}/v1", api_key="sk-test-numbered-words-key-0000",
-    )  # fmt: skip
-    session = session_create(owner=alice, name="Behind nginx")
-    session_set_provider(session=session, credential=credential, model="gpt-4.1")
-    return session.active_thread
-
-
-@pytest.fixture
-def topology(tmp_path):
-    topology = Topology(tmp_path)
-    yield topology
-    topology.stop()
+    """Numbered words for about 25 s: long enough to restart a process under a loaded suite."""
+    return numbered_words_thread(alice, emulator, tokens_per_second=20)
 
 
 @pytest.fixture

@@ -26,7 +26,7 @@ from config.embedded_redis import free_port
 from tests.attachments.test_sniff import image_bytes, text_pdf
 from tests.chat.test_faults import cookie_for, reply_of
 from tests.conftest import wait_until
-from tests.topology import Topology, post
+from tests.topology import post
 
 pytestmark = pytest.mark.django_db(transaction=True)
 BUCKET = "parley-test"
@@ -77,59 +77,55 @@ def objects(endpoint: str) -> list[str]:
 
 def test_a_photo_on_object_storage_reaches_the_model_from_another_process_and_is_served(
     on_s3,
+    topology,
     tmp_path,
     alice,
     emulator,
     anthropic_thread,
 ):
-    (tmp_path / "topology").mkdir()
-    topology = Topology(tmp_path / "topology")
-    try:
-        shared = {"PARLEY_STORAGE": "s3", "PARLEY_S3_ENDPOINT_URL": on_s3,
-                  "PARLEY_S3_BUCKET": BUCKET, **KEYS}  # fmt: skip
-        topology.env.update(shared)
-        # Each process its own disk: only the database, Redis and the bucket are shared.
-        worker = topology.start_worker(
-            "worker", supervised=True, env={"PARLEY_VAR_DIR": str(tmp_path / "worker-var")}
-        )
-        web = topology.start_web("web", env={"PARLEY_VAR_DIR": str(tmp_path / "web-var")})
-        wait_until(lambda: "ready." in worker.output(), timeout=60)
-        thread = anthropic_thread
-        emulator.script(Script(text="A harbour at dawn.", provider="anthropic"))
-        photo_bytes = image_bytes("PNG", size=(90, 60))
-        photo = attachment_add(session=thread.session, owner=alice, thread=thread,
-                               name="harbour.png", data=photo_bytes)  # fmt: skip
-        brief = attachment_add(session=thread.session, owner=alice, thread=thread,
-                               name="brief.pdf", data=text_pdf("The harbour brief"))  # fmt: skip
-        assert f"attachments/{thread.session.public_id}/" in photo.file.name
-        assert photo.file.name in objects(on_s3) and brief.preview.name in objects(on_s3)
-        cookie = cookie_for(alice)
-        asyncio.run(post(web, str(thread.public_id), cookie, "@assistant what is in the photo?",
-                         attachments=(photo.public_id, brief.public_id)))  # fmt: skip
-        reply = reply_of(thread)
-        wait_until(lambda: Message.objects.get(pk=reply.pk).status == MessageStatus.DONE,
-                   timeout=60)  # fmt: skip
-        (image,) = [  # in the reply's request (naming the thread makes one of its own)
-            block
-            for request in emulator.requests
-            for message in request.body.get("messages", [])
-            if isinstance(message["content"], list)
-            for block in message["content"]
-            if block.get("type") == "image"
-        ]
-        data = image["source"]["data"]
-        assert base64.b64decode(data) == photo_bytes  # read from the bucket by the worker
-        for path, expected in ((f"/a/{photo.public_id}/", photo_bytes),
-                               (f"/a/{brief.public_id}/preview/",
-                                default_storage.open(brief.preview.name).read())):  # fmt: skip
-            request = urllib.request.Request(web.url + path, headers={"Cookie": cookie})
-            with urllib.request.urlopen(request, timeout=30) as response:
-                assert response.read() == expected
-        for var in ("worker-var", "web-var"):  # nothing of it on either process's disk
-            assert not list((tmp_path / var).glob("media/attachments/**/*.png"))
-        assert "Traceback" not in web.output() + worker.output()
-    finally:
-        topology.stop()
+    shared = {"PARLEY_STORAGE": "s3", "PARLEY_S3_ENDPOINT_URL": on_s3,
+              "PARLEY_S3_BUCKET": BUCKET, **KEYS}  # fmt: skip
+    topology.env.update(shared)
+    # Each process its own disk: only the database, Redis and the bucket are shared.
+    worker = topology.start_worker(
+        "worker", supervised=True, env={"PARLEY_VAR_DIR": str(tmp_path / "worker-var")}
+    )
+    web = topology.start_web("web", env={"PARLEY_VAR_DIR": str(tmp_path / "web-var")})
+    wait_until(lambda: "ready." in worker.output(), timeout=60)
+    thread = anthropic_thread
+    emulator.script(Script(text="A harbour at dawn.", provider="anthropic"))
+    photo_bytes = image_bytes("PNG", size=(90, 60))
+    photo = attachment_add(session=thread.session, owner=alice, thread=thread,
+                           name="harbour.png", data=photo_bytes)  # fmt: skip
+    brief = attachment_add(session=thread.session, owner=alice, thread=thread,
+                           name="brief.pdf", data=text_pdf("The harbour brief"))  # fmt: skip
+    assert f"attachments/{thread.session.public_id}/" in photo.file.name
+    assert photo.file.name in objects(on_s3) and brief.preview.name in objects(on_s3)
+    cookie = cookie_for(alice)
+    asyncio.run(post(web, str(thread.public_id), cookie, "@assistant what is in the photo?",
+                     attachments=(photo.public_id, brief.public_id)))  # fmt: skip
+    reply = reply_of(thread)
+    wait_until(lambda: Message.objects.get(pk=reply.pk).status == MessageStatus.DONE,
+               timeout=60)  # fmt: skip
+    (image,) = [  # in the reply's request (naming the thread makes one of its own)
+        block
+        for request in emulator.requests
+        for message in request.body.get("messages", [])
+        if isinstance(message["content"], list)
+        for block in message["content"]
+        if block.get("type") == "image"
+    ]
+    data = image["source"]["data"]
+    assert base64.b64decode(data) == photo_bytes  # read from the bucket by the worker
+    for path, expected in ((f"/a/{photo.public_id}/", photo_bytes),
+                           (f"/a/{brief.public_id}/preview/",
+                            default_storage.open(brief.preview.name).read())):  # fmt: skip
+        request = urllib.request.Request(web.url + path, headers={"Cookie": cookie})
+        with urllib.request.urlopen(request, timeout=30) as response:
+            assert response.read() == expected
+    for var in ("worker-var", "web-var"):  # nothing of it on either process's disk
+        assert not list((tmp_path / var).glob("media/attachments/**/*.png"))
+    assert "Traceback" not in web.output() + worker.output()
 
 
 def test_the_library_and_a_deleted_sessions_objects_on_object_storage(on_s3, alice, roles):

@@ -10,7 +10,7 @@ import logging
 from datetime import timedelta
 from functools import partial
 
-from celery import Celery, current_app
+from celery import current_app
 from django.db import transaction
 from django.utils import timezone
 from kombu.exceptions import OperationalError
@@ -25,11 +25,11 @@ RUN_REPLY_TASK = "apps.chat.tasks.run_reply"
 QUEUED_GRACE_SECONDS = 30
 
 
-def enqueue_reply(message_pk: int, *, app: Celery | None = None) -> None:
+def enqueue_reply(message_pk: int) -> None:
     """Send one reply's task to the workers now. With the broker away the reply stays queued
     with its dispatch time set, and the workers' recovery sweep enqueues it once it is back."""
     try:
-        (app or current_app).send_task(RUN_REPLY_TASK, args=[message_pk])
+        current_app.send_task(RUN_REPLY_TASK, args=[message_pk])
     except (OperationalError, RedisError, OSError) as exc:
         logger.warning("Could not enqueue reply %s (%s); recovery will", message_pk, exc)
         # Known not to be in the broker: due for the very next sweep, not after the grace.
