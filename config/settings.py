@@ -78,15 +78,62 @@ MIDDLEWARE = [
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.auth.middleware.LoginRequiredMiddleware",
+    "apps.accounts.oidc.middleware.ProviderRecheck",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
     "config.middleware.ServiceUnavailableMiddleware",
 ]
 
+
 ROOT_URLCONF = "config.urls"
 ASGI_APPLICATION = "config.asgi.application"
 LOGIN_URL = "login"
+# Sign-in through the team's OpenID Connect provider (apps/accounts/oidc/): on when an issuer
+# is set. Its endpoints come from the issuer's discovery document, read when first needed.
+PARLEY_OIDC_ISSUER = env_str("PARLEY_OIDC_ISSUER")
+PARLEY_OIDC_NAME = env_str("PARLEY_OIDC_NAME", "your organisation")  # "Sign in with …"
+OIDC_RP_CLIENT_ID = env_str("PARLEY_OIDC_CLIENT_ID")
+OIDC_RP_CLIENT_SECRET = env_str("PARLEY_OIDC_CLIENT_SECRET")
+OIDC_RP_SIGN_ALGO = env_str("PARLEY_OIDC_SIGN_ALGO", "RS256")
+# Who may come in: e-mail domains, and groups (named in the ID token or userinfo claim
+# PARLEY_OIDC_GROUPS_CLAIM); empty lists let everyone the provider vouches for in.
+PARLEY_OIDC_ALLOWED_DOMAINS = [
+    d.lower().lstrip("@") for d in env_list("PARLEY_OIDC_ALLOWED_DOMAINS", [])
+]
+PARLEY_OIDC_ALLOWED_GROUPS = env_list("PARLEY_OIDC_ALLOWED_GROUPS", [])
+PARLEY_OIDC_GROUPS_CLAIM = env_str("PARLEY_OIDC_GROUPS_CLAIM", "groups")
+# A first sign-in with no account of that verified e-mail creates one (false: the admin
+# creates accounts, and the provider only proves who is signing in).
+PARLEY_OIDC_CREATE_USERS = env_bool("PARLEY_OIDC_CREATE_USERS", default=True)
+# Usernames and passwords on the sign-in page (and the admin's): off once the provider is the
+# only way in. API tokens keep working either way.
+PARLEY_LOCAL_LOGIN = env_bool("PARLEY_LOCAL_LOGIN", default=True)
+if PARLEY_OIDC_ISSUER and not (OIDC_RP_CLIENT_ID and OIDC_RP_CLIENT_SECRET):
+    raise ImproperlyConfigured(
+        "PARLEY_OIDC_ISSUER is set: "
+        "PARLEY_OIDC_CLIENT_ID and PARLEY_OIDC_CLIENT_SECRET are needed too."
+    )
+if not PARLEY_LOCAL_LOGIN and not PARLEY_OIDC_ISSUER:
+    raise ImproperlyConfigured(
+        "PARLEY_LOCAL_LOGIN=false leaves no way to sign in: set PARLEY_OIDC_ISSUER too."
+    )
+OIDC_RP_SCOPES = "openid email profile" + (" groups" if PARLEY_OIDC_ALLOWED_GROUPS else "")
+OIDC_USE_PKCE = True
+OIDC_USE_NONCE = True
+OIDC_STORE_ID_TOKEN = True  # the hint the provider's logout wants
+OIDC_TIMEOUT = env_int("PARLEY_OIDC_TIMEOUT_SECONDS", 10, minimum=1)
+# A signed-in page asks the provider again (silently) this often, so a person disabled there
+# is signed out here within it.
+OIDC_RENEW_ID_TOKEN_EXPIRY_SECONDS = env_int("PARLEY_OIDC_RECHECK_SECONDS", 900, minimum=1)
+OIDC_OP_LOGOUT_URL_METHOD = "apps.accounts.oidc.views.provider_logout_url"
+OIDC_AUTHENTICATION_CALLBACK_URL = "oidc_callback"
+LOGIN_REDIRECT_URL_FAILURE = "login"
+# The provider's backend and recheck are always installed, and idle while no issuer is set.
+AUTHENTICATION_BACKENDS = [
+    "apps.accounts.backends.PasswordBackend",
+    "apps.accounts.oidc.backend.ProviderBackend",
+]
 LOGIN_REDIRECT_URL = "chat:session_list"
 LOGOUT_REDIRECT_URL = "login"
 

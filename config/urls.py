@@ -8,10 +8,10 @@ urlpatterns = [
     path("healthz", health.healthz, name="healthz"),
     path("readyz", health.readyz, name="readyz"),
     path("metrics", health.metrics, name="metrics"),
+    path("", include("apps.accounts.urls")),  # before the admin: its login page is ours
     path("admin/", admin.site.urls),
     path("api/v1/", include((api_urls, "api"))),
     path("", include("apps.api.urls")),
-    path("", include("apps.accounts.urls")),
     path("", include("apps.providers.urls")),
     path("", include("apps.connectors.urls")),
     path("", include("apps.imports.urls")),

@@ -26,3 +26,27 @@ class Persona(models.Model):
 
     def __str__(self) -> str:
         return self.name
+
+
+class ProviderIdentity(models.Model):
+    """A person as the team's OpenID Connect provider knows them: its issuer and subject,
+    linked to one account at the first sign-in (by a verified e-mail, or a new account). The
+    link, not the e-mail, finds the account afterwards: an address that changes hands at the
+    provider cannot open someone else's account."""
+
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="provider_identities"
+    )
+    issuer = models.CharField(max_length=500)
+    subject = models.CharField(max_length=255)
+    email = models.EmailField(blank=True)  # as the provider last said
+    linked_at = models.DateTimeField(auto_now_add=True)
+    last_sign_in_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["issuer", "subject"], name="provider_identity_unique")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.subject} at {self.issuer}"

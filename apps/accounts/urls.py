@@ -1,19 +1,24 @@
-from django.contrib.auth import views as auth_views
+from django.contrib.auth.decorators import login_not_required
 from django.urls import path
+from django.views.generic import RedirectView
 
 from apps.accounts import views
-from apps.accounts.forms import LoginForm
+from apps.accounts.oidc.views import SignInCallback, SignInStart, sign_out
+from apps.accounts.sign_in import SignInView
 
 urlpatterns = [
+    path("login/", SignInView.as_view(), name="login"),
+    path("logout/", sign_out, name="logout"),
+    path("login/provider/", login_not_required(SignInStart.as_view()), name="oidc_start"),
     path(
-        "login/",
-        auth_views.LoginView.as_view(
-            template_name="accounts/login.html",
-            authentication_form=LoginForm,
-            redirect_authenticated_user=True,
-        ),
-        name="login",
+        "login/provider/callback/",
+        login_not_required(SignInCallback.as_view()),
+        name="oidc_callback",
     ),
-    path("logout/", auth_views.LogoutView.as_view(), name="logout"),
+    # One way in: the admin signs in on the same page (a provider's accounts have no password).
+    path(
+        "admin/login/",
+        login_not_required(RedirectView.as_view(pattern_name="login", query_string=True)),
+    ),
     path("personas/new/", views.persona_create, name="persona_create"),
 ]

@@ -165,7 +165,9 @@ class ThreadStream:
     async def _own_event(self, event: dict[str, Any]) -> None:
         """A push on the person's own topic: a change of their room or their tokens."""
         kind = event.get("type")
-        if kind == "token.revoked" and event.get("token") == self.token.pk:
+        if kind == "account.ended" or (
+            kind == "token.revoked" and event.get("token") == self.token.pk
+        ):
             raise AccessEnded
         if kind in ("room.left", "room.changed", "token.revoked"):
             await self.check_access()

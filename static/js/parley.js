@@ -95,7 +95,14 @@
     return Math.min(2000, 250 * Math.pow(2, retries)) * (0.5 + Math.random() / 2);
   };
   const CLOSE_RELOAD = 4013;  // the person's role in the room changed: show what it allows now
+  // Signed out (here or in another tab of this browser), or the account was disabled: the
+  // page goes too, and a reload lands on the sign-in page.
+  // (Not when this page is what signed out: it is on its way elsewhere already.)
+  const CLOSE_SIGNED_OUT = 4401;
+  let leaving = false;
+  window.addEventListener("beforeunload", function () { leaving = true; });
   document.addEventListener("htmx:wsClose", function (evt) {
+    if (evt.detail.event.code === CLOSE_SIGNED_OUT) { if (!leaving) window.location.reload(); return; }
     if (evt.detail.event.code === CLOSE_RELOAD) { setTimeout(function () { window.location.reload(); }, 500); return; }
     if (evt.detail.event.code !== CLOSE_RECONNECT) return;
     setTimeout(evt.detail.socketWrapper.reconnect, 250 + Math.random() * 750);

@@ -73,6 +73,8 @@ def _manage_check(**overrides: str) -> subprocess.CompletedProcess:
         ("DEBUG", "perhaps", "DEBUG='perhaps' is not a boolean"),
         ("REDIS_URL", "127.0.0.1:6379", "is not a Redis URL"),
         ("PARLEY_FLUSH_INTERVAL_MS", "fast", "is not an integer"),
+        ("PARLEY_LOCAL_LOGIN", "false", "leaves no way to sign in"),
+        ("PARLEY_OIDC_ISSUER", "https://id.example.test", "PARLEY_OIDC_CLIENT_ID and"),
     ],
 )
 def test_start_up_stops_with_a_clear_message(name, value, message):

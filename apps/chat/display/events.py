@@ -8,6 +8,7 @@ controls (summary strip, role picker, addressing line) to every tab on any of it
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import queue
 import threading
@@ -416,6 +417,24 @@ def publish_room_left_on_commit(*, session: Session, user_id: int, left: bool) -
 def publish_token_revoked_on_commit(*, user_id: int, token_id: int) -> None:
     """After commit, end the live streams read with a token its person has revoked."""
     event = {"type": "token.revoked", "token": token_id}
+    _send_on_commit(lambda: [(user_group(user_id), event)])
+
+
+def session_digest(session_key: str | None) -> str:
+    """A browser session's name on the bus: its key itself never travels."""
+    return hashlib.sha256((session_key or "").encode()).hexdigest()[:32]
+
+
+def publish_account_ended_on_commit(*, user_id: int) -> None:
+    """After commit, close every tab and end every live stream of a person whose account was
+    disabled."""
+    _send_on_commit(lambda: [(user_group(user_id), {"type": "account.ended"})])
+
+
+def publish_signed_out_on_commit(*, user_id: int, session_key: str | None) -> None:
+    """After commit (now, outside a transaction), close the tabs of the browser session that
+    signed out; the person's other browsers stay."""
+    event = {"type": "account.signed_out", "session": session_digest(session_key)}
     _send_on_commit(lambda: [(user_group(user_id), event)])
 
 

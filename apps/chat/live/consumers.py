@@ -74,6 +74,8 @@ class GroupSocket(AsyncWebsocketConsumer):
         self.sending = asyncio.Lock()
         self.drainer: asyncio.Task | None = None
         self.user = self.scope.get("user")
+        session = self.scope.get("session")
+        self.session_digest = events.session_digest(session.session_key if session else None)
         # Accept, then close with a 4xxx code: browsers and htmx do not retry those.
         await self.accept()
         open_tabs.add(self)
@@ -173,6 +175,12 @@ class GroupSocket(AsyncWebsocketConsumer):
 
     def fragments_of(self, event: dict[str, Any]) -> list[str]:
         """What a push shows (pre-rendered: a thread's new name, the session's controls)."""
+        kind = event.get("type")
+        if kind == "account.ended" or (
+            kind == "account.signed_out" and event.get("session") == self.session_digest
+        ):  # the account was disabled, or this browser signed out: the tab is signed out
+            self.closing = asyncio.ensure_future(self.close(code=CLOSE_UNAUTHENTICATED))
+            return []
         html = event.get("html")
         return [html] if isinstance(html, str) else []
 
