@@ -7,7 +7,7 @@ A backup is a folder: the database (PostgreSQL's `pg_dump` custom format, or a c
 copy of the SQLite file made with SQLite's online backup), every file of Django's storage
 (attachments, PDFs' first pages, the library, avatars, uploads; copied through the storage
 API in pieces, so object storage works the same and no file is read whole into memory), the
-sessions' workspace folders, and a manifest with each file's size and SHA-256, checked on
+sessions' workspaces (the same way), and a manifest with each file's size and SHA-256, checked on
 restore. The processes may keep running while it is made: the database copy is a snapshot,
 and a file saved meanwhile is either in it or missing from the rows too (the retention
 sweep's grace keeps young files).
@@ -63,17 +63,25 @@ def _copy_file(read, write) -> str:
     return digest.hexdigest()
 
 
-def _storage_names(prefix: str = "") -> list[str]:
+# The backup's folders, and the storage each holds: Django's default one (attachments, PDFs'
+# pages, the library, avatars) and the sessions' workspaces.
+STORAGES = {"storage": "default", "workspaces": "workspace"}
+
+
+def _storage(alias: str):
+    from django.core.files.storage import storages
+
+    return storages[alias]
+
+
+def _storage_names(alias: str) -> list[str]:
     from apps.ops.storage import files_under
 
-    return sorted(files_under(prefix))
+    return sorted(files_under("", _storage(alias)))
 
 
 def create(folder: Path) -> dict:
     """Write a backup into `folder` (which must not exist); its manifest."""
-    from django.conf import settings
-    from django.core.files.storage import default_storage
-
     if folder.exists():
         raise BackupError(f"{folder} exists already: a backup goes into a new folder.")
     (folder / "storage").mkdir(parents=True)
@@ -94,15 +102,16 @@ def create(folder: Path) -> dict:
             capture_output=True,
         )
     files = {}
-    for name in _storage_names():
-        path = folder / "storage" / name
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with default_storage.open(name, "rb") as read, path.open("wb") as write:
-            files[name] = {"sha256": _copy_file(read, write), "size": path.stat().st_size}
-    workspaces = Path(settings.PARLEY_WORKSPACE_ROOT)
-    if workspaces.is_dir():
-        shutil.copytree(workspaces, folder / "workspaces")
-    manifest = {"version": 1, "database": database, "files": files}
+    for place, alias in STORAGES.items():
+        storage = _storage(alias)
+        for name in _storage_names(alias):
+            path = folder / place / name
+            path.parent.mkdir(parents=True, exist_ok=True)
+            with storage.open(name, "rb") as read, path.open("wb") as write:
+                files[f"{place}/{name}"] = {
+                    "sha256": _copy_file(read, write), "size": path.stat().st_size
+                }  # fmt: skip
+    manifest = {"version": 2, "database": database, "files": files}
     (folder / MANIFEST).write_text(json.dumps(manifest, indent=1))
     return manifest
 
@@ -110,23 +119,29 @@ def create(folder: Path) -> dict:
 def restore(folder: Path) -> dict:
     """Restore the backup in `folder` into the configured database and storage, which must be
     empty (a restore never mixes two installations); its manifest."""
-    from django.conf import settings
-    from django.core.files.storage import default_storage
+    from django.core.files import File
     from django.db import connection
 
     manifest = json.loads((folder / MANIFEST).read_text())
+    if manifest.get("version") == 1:  # stop 55's: storage files by bare name, workspaces a tree
+        manifest["files"] = {f"storage/{name}": kept for name, kept in manifest["files"].items()}
+        tree = folder / "workspaces"
+        for path in sorted(tree.rglob("*")) if tree.is_dir() else []:
+            if path.is_file():
+                with path.open("rb") as read:
+                    digest = _copy_file(read, _Discard())
+                relative = path.relative_to(folder).as_posix()
+                manifest["files"][relative] = {"sha256": digest, "size": path.stat().st_size}
     for name, kept in manifest["files"].items():
-        path = folder / "storage" / name
+        path = folder / name
         with path.open("rb") as read:
             if _copy_file(read, _Discard()) != kept["sha256"]:
                 raise BackupError(f"{name} in the backup does not match its manifest: damaged?")
     if connection.introspection.table_names():
         raise BackupError("The database is not empty: restore into a new, empty database.")
-    if _storage_names():
-        raise BackupError("The storage is not empty: restore into new, empty storage.")
-    workspaces = Path(settings.PARLEY_WORKSPACE_ROOT)
-    if workspaces.is_dir() and any(workspaces.iterdir()):
-        raise BackupError(f"{workspaces} is not empty: restore into an empty folder.")
+    for place, alias in STORAGES.items():
+        if _storage_names(alias):
+            raise BackupError(f"The {place} are not empty: restore into new, empty storage.")
     db = _database()
     connection.close()
     if _is_sqlite(db):
@@ -146,10 +161,9 @@ def restore(folder: Path) -> dict:
             capture_output=True,
         )
     for name in manifest["files"]:
-        with (folder / "storage" / name).open("rb") as read:
-            default_storage.save(name, read)
-    if (folder / "workspaces").is_dir():
-        shutil.copytree(folder / "workspaces", workspaces, dirs_exist_ok=True)
+        place, _, stored = name.partition("/")
+        with (folder / name).open("rb") as read:
+            _storage(STORAGES[place]).save(stored, File(read, name=stored))
     return manifest
 
 

@@ -251,6 +251,12 @@ STORAGES: dict[str, dict[str, Any]] = {
     "imports": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
     "staticfiles": {"BACKEND": "whitenoise.storage.CompressedStaticFilesStorage"},
 }
+# Sessions' workspaces (apps/workspace/files.py): a file written again replaces the old one.
+PARLEY_WORKSPACE_ROOT = env_str("PARLEY_WORKSPACE_ROOT", str(VAR_DIR / "workspaces"))
+STORAGES["workspace"] = {
+    "BACKEND": "django.core.files.storage.FileSystemStorage",
+    "OPTIONS": {"location": PARLEY_WORKSPACE_ROOT, "allow_overwrite": True},
+}
 if env_str("PARLEY_IMPORTS_ROOT"):  # else PARLEY_MEDIA_ROOT (followed when it changes)
     STORAGES["imports"]["OPTIONS"] = {"location": env_str("PARLEY_IMPORTS_ROOT")}
 PARLEY_STORAGE = env_str("PARLEY_STORAGE", "local")
@@ -272,6 +278,14 @@ if PARLEY_STORAGE == "s3":
             "default_acl": None,  # the bucket's own policy: private
             "querystring_auth": True,
         },  # keys: AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, read by boto3 itself
+    }
+    STORAGES["workspace"] = {
+        "BACKEND": STORAGES["default"]["BACKEND"],
+        "OPTIONS": {
+            **STORAGES["default"]["OPTIONS"],
+            "location": "workspaces",
+            "file_overwrite": True,
+        },
     }
 elif PARLEY_STORAGE != "local":
     raise ImproperlyConfigured(f"PARLEY_STORAGE={PARLEY_STORAGE!r}: use local or s3.")
@@ -353,7 +367,6 @@ PARLEY_MAX_AUTO_ROUNDS = env_int("PARLEY_MAX_AUTO_ROUNDS", 10, minimum=0)
 PARLEY_TOOL_ITEM_CHARS = env_int("PARLEY_TOOL_ITEM_CHARS", 1500, minimum=200)
 PARLEY_TOOL_ROUND_CHARS = env_int("PARLEY_TOOL_ROUND_CHARS", 8000, minimum=1000)
 # Each session's folder of files (uploads, and what write-capable roles write), with a quota.
-PARLEY_WORKSPACE_ROOT = env_str("PARLEY_WORKSPACE_ROOT", str(BASE_DIR / "var" / "workspaces"))
 PARLEY_WORKSPACE_QUOTA_MB = env_int("PARLEY_WORKSPACE_QUOTA_MB", 50, minimum=1)
 # User-added MCP servers may not point at loopback, private or link-local addresses unless
 # this is on (a single-user machine that runs its own servers, say).

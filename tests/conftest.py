@@ -19,7 +19,7 @@ from apps.roles.services import role_pack_load
 from tests.deadlines import scaled
 
 # Real MCP servers (stdio and streamable HTTP) for the connector, chat and browser tests.
-pytest_plugins = ["tests.connectors.fixtures"]
+pytest_plugins = ["tests.connectors.fixtures", "tests.object_storage"]
 
 
 @pytest.hookimpl(trylast=True)
@@ -120,6 +120,12 @@ def _load_shipped_data(config) -> None:
 def workspace_root(settings, tmp_path):
     """Every test's session workspaces and attachments live in its own temporary folder."""
     settings.PARLEY_WORKSPACE_ROOT = str(tmp_path / "workspaces")
+    workspace = settings.STORAGES["workspace"]
+    settings.STORAGES = {
+        **settings.STORAGES,
+        "workspace": {**workspace, "OPTIONS": {**workspace.get("OPTIONS", {}),
+                                               "location": str(tmp_path / "workspaces")}},
+    }  # fmt: skip
     settings.MEDIA_ROOT = str(tmp_path / "media")
     return tmp_path / "workspaces"
 

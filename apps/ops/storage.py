@@ -17,10 +17,10 @@ from django.utils import timezone
 GRACE = timedelta(hours=1)
 
 
-def folders(prefix: str) -> list[str]:
+def folders(prefix: str, storage: Storage | None = None) -> list[str]:
     """The folders directly under `prefix` ("attachments/"), by name."""
     try:
-        found, _ = default_storage.listdir(prefix)
+        found, _ = (storage or default_storage).listdir(prefix)
     except FileNotFoundError:
         return []
     return sorted(found)
@@ -62,15 +62,16 @@ def delete_unused(
     return deleted
 
 
-def delete_all(prefix: str) -> int:
+def delete_all(prefix: str, storage: Storage | None = None) -> int:
     """Delete every file under `prefix` (what a deleted owner left), and on disk its emptied
     folders too; how many files went."""
+    storage = storage or default_storage
     deleted = 0
-    for name in list(files_under(prefix)):
-        default_storage.delete(name)
+    for name in list(files_under(prefix, storage)):
+        storage.delete(name)
         deleted += 1
-    if isinstance(default_storage, FileSystemStorage):  # a bucket has no folders to leave
-        shutil.rmtree(default_storage.path(prefix), ignore_errors=True)
+    if isinstance(storage, FileSystemStorage):  # a bucket has no folders to leave
+        shutil.rmtree(storage.path(prefix), ignore_errors=True)
     return deleted
 
 

@@ -230,8 +230,8 @@ def test_a_file_of_the_sessions_files_is_attached_and_a_sent_attachment_saved_th
         "Saved in the session's files as attachments/frame 1.png: everyone in the room"
     )
     assert "attachments/frame 1 (2).png:" in client_for(bob).post(save).content.decode()
-    with chart.file.open("rb") as stored:
-        assert (workspace.folder / "attachments/frame 1.png").read_bytes() == stored.read()
+    with chart.file.open("rb") as stored, workspace.open("attachments/frame 1.png") as saved:
+        assert saved.read() == stored.read()
     stranger = Client()
     stranger.force_login(type(alice).objects.create_user("mallory", password="x"))
     assert stranger.post(save).status_code == 404

@@ -81,7 +81,7 @@ def a_session(owner, label: str) -> Thread:
             status=MessageStatus.DONE, content=[{"type": "text", "text": f"Reply about {label}"}]
         )
     library_add(session=session, by=owner, name=f"guide-{label}.md", data=b"# The harbour guide")
-    session_workspace(session).ensure().joinpath("notes.md").write_text(f"notes of {label}")
+    session_workspace(session).write("notes.md", f"notes of {label}".encode())
     return thread
 
 
@@ -108,7 +108,8 @@ def test_a_backup_restores_into_an_empty_database_and_storage_and_every_thread_o
     originals = {a.public_id: default_storage.open(a.file.name).read() for a in attachments}
 
     manifest = backup.create(tmp_path / "backup")
-    assert len(manifest["files"]) == 6 + 3 + 3  # the files, the PDFs' pages, the documents
+    # The files, the PDFs' pages, the documents, and a workspace file each.
+    assert len(manifest["files"]) == 6 + 3 + 3 + 3
 
     restored = {
         **topology.env,
@@ -118,7 +119,7 @@ def test_a_backup_restores_into_an_empty_database_and_storage_and_every_thread_o
     }
     run = restore(tmp_path / "backup", restored)
     assert run.returncode == 0, run.stdout + run.stderr
-    assert "Restored: the database and 12 stored files" in run.stdout
+    assert "Restored: the database and 15 stored files" in run.stdout
     again = restore(tmp_path / "backup", restored)
     assert again.returncode == 1 and "not empty" in again.stdout  # never mixes two installations
 
@@ -142,7 +143,7 @@ def test_a_damaged_backup_is_refused_before_anything_is_written(
 ):
     a_session(alice, "harbour")
     manifest = backup.create(tmp_path / "backup")
-    damaged = tmp_path / "backup" / "storage" / next(iter(manifest["files"]))
+    damaged = tmp_path / "backup" / next(iter(manifest["files"]))
     damaged.write_bytes(damaged.read_bytes() + b"!")
     restored = {
         **topology.env,

@@ -13,7 +13,6 @@ import urllib.request
 import boto3
 import pytest
 from django.core.files.storage import default_storage
-from moto.server import ThreadedMotoServer
 
 from apps.chat.council.lifecycle import session_delete
 from apps.chat.models import Attachment, Message, MessageStatus
@@ -22,50 +21,13 @@ from apps.chat.records.library import library_add
 from apps.chat.records.sessions import session_create
 from apps.library.selectors import stored_name as library_name
 from apps.providers.emulator import Script
-from config.embedded_redis import free_port
 from tests.attachments.test_sniff import image_bytes, text_pdf
 from tests.chat.test_faults import cookie_for, reply_of
 from tests.conftest import wait_until
+from tests.object_storage import BUCKET, KEYS
 from tests.topology import post
 
 pytestmark = pytest.mark.django_db(transaction=True)
-BUCKET = "parley-test"
-KEYS = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing"}
-
-
-@pytest.fixture
-def s3(monkeypatch):
-    """moto's S3 server on a free port, with an empty bucket; its endpoint."""
-    port = free_port()
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port)
-    server.start()
-    endpoint = f"http://127.0.0.1:{port}"
-    for key, value in KEYS.items():
-        monkeypatch.setenv(key, value)
-    boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1").create_bucket(Bucket=BUCKET)
-    yield endpoint
-    server.stop()
-
-
-@pytest.fixture
-def on_s3(s3, settings):
-    """This test process's storage on the bucket, as the processes' is."""
-    from botocore.config import Config
-
-    settings.STORAGES = {
-        **settings.STORAGES,
-        "default": {
-            "BACKEND": "storages.backends.s3.S3Storage",
-            "OPTIONS": {
-                "bucket_name": BUCKET,
-                "endpoint_url": s3,
-                "region_name": "us-east-1",
-                "client_config": Config(signature_version="s3v4", s3={"addressing_style": "path"}),
-                "default_acl": None,
-            },
-        },
-    }  # fmt: skip (Django's setting_changed signal makes the storage objects again)
-    return s3
 
 
 def objects(endpoint: str) -> list[str]:

@@ -22,6 +22,7 @@ from apps.chat.records.sessions import session_create, session_workspace
 from apps.imports.models import ImportJob, ImportStatus
 from apps.library.selectors import stored_name as library_name
 from apps.roles.models import Role
+from apps.workspace.files import workspace_keys
 from config.retention import sweep
 from tests.attachments.test_sniff import image_bytes, text_pdf
 
@@ -44,7 +45,7 @@ def session_with_files(owner, label: str) -> tuple[Session, list[str]]:
                            data=text_pdf(f"The brief of {label}"))  # fmt: skip
     document = library_add(session=session, by=owner, name="guide.md",
                            data=f"# Guide of {label}\n\nThe harbour at dawn.".encode())  # fmt: skip
-    session_workspace(session).ensure().joinpath("notes.md").write_text(f"notes of {label}")
+    session_workspace(session).write("notes.md", f"notes of {label}".encode())
     names = [photo.file.name, brief.file.name, brief.preview.name, library_name(document)]
     assert all(names) and all(default_storage.exists(name) for name in names)
     return session, names
@@ -53,13 +54,13 @@ def session_with_files(owner, label: str) -> tuple[Session, list[str]]:
 def test_a_deleted_session_takes_its_bytes_with_it_and_leaves_the_others(alice, bob):
     gone, gone_files = session_with_files(alice, "gone")
     kept, kept_files = session_with_files(bob, "kept")
-    gone_workspace = session_workspace(gone).folder
+    assert gone.public_id.hex in workspace_keys()
     session_delete(session=gone)
     assert not any(default_storage.exists(name) for name in gone_files)
-    assert not gone_workspace.exists()
+    assert gone.public_id.hex not in workspace_keys()
     assert not os.path.exists(default_storage.path(f"attachments/{gone.public_id}"))
     assert all(default_storage.exists(name) for name in kept_files)
-    assert session_workspace(kept).folder.joinpath("notes.md").exists()
+    assert session_workspace(kept).read("notes.md") == "notes of kept"
 
 
 def test_the_sweep_removes_only_old_files_that_nothing_uses(alice):
@@ -68,7 +69,6 @@ def test_the_sweep_removes_only_old_files_that_nothing_uses(alice):
     # admin, say), a file saved for a row that never committed, an avatar no role shows, an
     # upload no job names. And the same kinds, young: their rows may still be coming.
     orphaned, orphaned_files = session_with_files(alice, "orphaned")
-    orphaned_workspace = session_workspace(orphaned).folder
     Session.objects.filter(pk=orphaned.pk).delete()
     stray = default_storage.save(f"attachments/{session.public_id}/{'0' * 64}.png",
                                  ContentFile(b"no row"))  # fmt: skip
@@ -91,7 +91,7 @@ def test_the_sweep_removes_only_old_files_that_nothing_uses(alice):
     assert all(default_storage.exists(name) for name in [*files, young, avatar_shown])
     gone = [*orphaned_files, stray, avatar_unshown, upload_unnamed]
     assert not any(default_storage.exists(name) for name in gone)
-    assert not orphaned_workspace.exists() and session_workspace(session).folder.exists()
+    assert workspace_keys() == [session.public_id.hex]
     assert Attachment.objects.filter(session=session).count() == 2
     assert sweep() == dict.fromkeys(removed, 0)  # nothing left to do
 

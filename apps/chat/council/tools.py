@@ -25,10 +25,11 @@ from apps.chat.records.text import storable, storable_parts
 from apps.chat.records.threads import thread_rename
 from apps.chat.selectors import speaker_names, transcript_messages
 from apps.connectors.client import ServerSpec, namespaced
-from apps.connectors.models import McpServer
+from apps.connectors.models import McpServer, ServerKind
 from apps.connectors.services import server_spec
 from apps.library.search import library_search
 from apps.providers.types import ToolCall, ToolDefinition
+from apps.workspace.files import LocalCopy
 
 MAX_MEMORY_CHARS = 20_000
 MAX_SEARCH_RESULTS = 20
@@ -131,6 +132,8 @@ class McpCall:
     spec: ServerSpec
     tool: str
     arguments: dict[str, Any]
+    # A stdio server's folder: the workspace on disk, or a copy to check back in after.
+    workspace: LocalCopy | None = None
 
 
 def run_tool(context: ToolContext, call: ToolCall) -> str | McpCall:
@@ -146,12 +149,15 @@ def run_tool(context: ToolContext, call: ToolCall) -> str | McpCall:
                     f"@{context.role_handle} may not use {call.name}: the server does not mark "
                     "it read-only, and only roles with write permission may use such tools."
                 )
+            stdio = external.server.kind == ServerKind.STDIO
+            copy = session_workspace(session).local_copy() if stdio else None
             try:
-                workspace = str(session_workspace(session).ensure())
-                spec = server_spec(external.server, workspace=workspace)
+                spec = server_spec(external.server, workspace=str(copy.folder) if copy else "")
             except ValidationError as exc:
+                if copy is not None:
+                    copy.check_in()
                 raise ToolRefused(" ".join(exc.messages)) from None
-            return McpCall(spec=spec, tool=external.tool, arguments=arguments)
+            return McpCall(spec=spec, tool=external.tool, arguments=arguments, workspace=copy)
     if entry is None or call.name in session.disabled_tools:
         raise ToolRefused(f"There is no tool named {call.name!r} in this session.")
     if entry.writes and not context.can_write:

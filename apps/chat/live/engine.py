@@ -261,7 +261,13 @@ class ReplyRun:
             return outcome
         # An MCP server's tool: connected for this call, within its timeout; a server that
         # is down, slow or crashes is an error the model reads, never the end of the reply.
-        text, failed = await mcp_client.call_tool(outcome.spec, outcome.tool, outcome.arguments)
+        try:
+            text, failed = await mcp_client.call_tool(outcome.spec, outcome.tool, outcome.arguments)
+        finally:
+            kept = outcome.workspace.check_in if outcome.workspace else None
+            unkept = await in_db_thread(kept)() if kept else ""
+        if unkept:
+            text = f"{text}\n\n(Not kept in the workspace: {unkept})"
         if failed:
             raise mcp_client.McpUnavailable(storable(text) or "The tool reported an error.")
         return storable(text)

@@ -187,20 +187,20 @@ def attachment_from_workspace(*, session: Session, owner, thread: Thread, path: 
     """A file of the session's workspace, attached to the message being written (a copy:
     the file stays, and may change later without changing what was sent)."""
     workspace = session_workspace(session)
+    name = path.replace("\\", "/").rpartition("/")[2]
     try:
-        found = workspace.resolve(path)
+        if not workspace.is_file(path):
+            raise ValidationError(f"There is no file {path!r} in the session's files.")
+        if workspace.size(path) > MAX_ATTACHMENT_BYTES:
+            raise ValidationError(
+                f"“{name}” is over {MAX_ATTACHMENT_BYTES // 1_048_576} MB, the most an "
+                "attachment may be."
+            )
+        with workspace.open(path) as handle:
+            data = handle.read(MAX_ATTACHMENT_BYTES + 1)
     except WorkspaceError as exc:
         raise ValidationError(str(exc)) from None
-    if not found.is_file():
-        raise ValidationError(f"There is no file {path!r} in the session's files.")
-    if found.stat().st_size > MAX_ATTACHMENT_BYTES:
-        raise ValidationError(
-            f"“{found.name}” is over {MAX_ATTACHMENT_BYTES // 1_048_576} MB, the most an "
-            "attachment may be."
-        )
-    return attachment_add(
-        session=session, owner=owner, thread=thread, name=found.name, data=found.read_bytes()
-    )
+    return attachment_add(session=session, owner=owner, thread=thread, name=name, data=data)
 
 
 def attachment_to_workspace(*, attachment: Attachment, for_everyone: bool = False) -> str:

@@ -9,7 +9,6 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass
 
-from django.conf import settings
 from django.db import transaction
 
 from apps.chat.models import Attachment, Session
@@ -33,7 +32,7 @@ class SessionFiles:
     def delete(self) -> int:
         deleted = delete_all(f"{ATTACHMENTS}{self.public_id}/")
         deleted += delete_all(f"{LIBRARY}{self.pk}/")
-        Workspace(settings.PARLEY_WORKSPACE_ROOT, self.public_id.hex, quota_bytes=0).remove()
+        Workspace(self.public_id.hex, quota_bytes=0).remove()
         return deleted
 
 
@@ -75,7 +74,7 @@ def _documents_named(session_pk: int | None) -> set[str]:
 
 def workspaces_sweep() -> int:
     """Remove the workspace folders of sessions that are gone; how many went."""
-    keys = workspace_keys(settings.PARLEY_WORKSPACE_ROOT)
+    keys = workspace_keys()
     alive = {
         session_id.hex
         for session_id in Session.objects.filter(
@@ -84,7 +83,7 @@ def workspaces_sweep() -> int:
     }
     gone = [key for key in keys if _uuid(key) and key not in alive]
     for key in gone:
-        Workspace(settings.PARLEY_WORKSPACE_ROOT, key, quota_bytes=0).remove()
+        Workspace(key, quota_bytes=0).remove()
     return len(gone)
 
 

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
+from django.core.files import File
 from django.db import transaction
 
 from apps.chat.display import events
@@ -195,7 +196,7 @@ def session_save_settings(*, session: Session, change: SettingsChange) -> Sessio
     return session
 
 
-def session_files_write(*, session: Session, path: str, data: bytes) -> FileInfo:
+def session_files_write(*, session: Session, path: str, data: bytes | File) -> FileInfo:
     """Write a file into the session's workspace under the one quota it shares with the
     session's attachments: the session's row is locked for the arithmetic and the write, as
     an attachment's is (concurrent uploads of both kinds cannot overrun it together)."""
@@ -219,7 +220,6 @@ def session_workspace(session: Session) -> Workspace:
     # One quota for the session's files: the workspace's, its attachments and its library.
     quota = settings.PARLEY_WORKSPACE_QUOTA_MB * 1024 * 1024
     return Workspace(
-        settings.PARLEY_WORKSPACE_ROOT,
         session.public_id.hex,
         quota_bytes=max(
             quota - attachments_bytes(session=session) - library_bytes(session_id=session.pk), 0

@@ -61,7 +61,7 @@ def files_upload(request, session):
     for upload, path in zip(uploads, paths, strict=True):
         try:
             session_files_write(
-                session=session, path=f"{folder}/{path}" if folder else path, data=upload.read()
+                session=session, path=f"{folder}/{path}" if folder else path, data=upload
             )
         except WorkspaceError as exc:
             problems.append(str(exc))
@@ -72,14 +72,15 @@ def files_upload(request, session):
 @require_GET
 def files_download(request, session):
     session = session_for(request, session, Need.READ)
+    workspace, path = session_workspace(session), request.GET.get("path", "")
     try:
-        path = session_workspace(session).resolve(request.GET.get("path", ""))
+        if not workspace.is_file(path):
+            return HttpResponse("There is no such file in the workspace.", status=404)
+        handle = workspace.open(path)
     except WorkspaceError as exc:
         return HttpResponse(str(exc), status=400)
-    if not path.is_file():
-        return HttpResponse("There is no such file in the workspace.", status=404)
-    response = FileResponse(path.open("rb"), as_attachment=True)
-    response["Content-Disposition"] = content_disposition(path.name)
+    response = FileResponse(handle, as_attachment=True)
+    response["Content-Disposition"] = content_disposition(path.rpartition("/")[2])
     return response
 
 

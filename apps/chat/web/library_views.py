@@ -134,13 +134,13 @@ def library_from_files(request, session):
     """A file of the session's workspace, added to its library."""
     session = session_for(request, session, Need.TALK)
     path = request.POST.get("path", "")
+    workspace = session_workspace(session)
     try:
-        found = session_workspace(session).resolve(path)
-        if not found.is_file():
-            raise WorkspaceError(f"There is no file {path!r} in the workspace.")
-        if found.stat().st_size > MAX_DOCUMENT_BYTES:
+        if workspace.size(path) > MAX_DOCUMENT_BYTES:
             raise WorkspaceError(f"“{path}” is over {MAX_DOCUMENT_BYTES // 1_048_576} MB.")
-        library_add(session=session, by=request.user, name=path, data=found.read_bytes())
+        with workspace.open(path) as handle:
+            data = handle.read(MAX_DOCUMENT_BYTES + 1)
+        library_add(session=session, by=request.user, name=path, data=data)
     except (WorkspaceError, ValidationError) as exc:
         said = " ".join(exc.messages) if isinstance(exc, ValidationError) else str(exc)
         return _panel(request, session, error=said, status=422)
