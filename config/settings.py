@@ -243,8 +243,8 @@ STATIC_ROOT.mkdir(parents=True, exist_ok=True)  # whitenoise warns on every star
 # Stored files (attachments, PDFs' pages, the library, avatars), through Django's storage API:
 # a folder (PARLEY_MEDIA_ROOT), or with PARLEY_STORAGE=s3 a bucket of S3-compatible object
 # storage. Never served from MEDIA_URL: every file goes out through a view that checks the
-# room's access rules. Import uploads arrive in pieces and are read by a child process from a
-# file, so they wait in a folder ("imports": PARLEY_MEDIA_ROOT unless told otherwise).
+# room's access rules. Import uploads wait in "imports" (apps/imports/staging.py): the media
+# folder, another folder (PARLEY_IMPORTS_ROOT), or with PARLEY_STORAGE=s3 the bucket.
 MEDIA_ROOT = Path(env_str("PARLEY_MEDIA_ROOT", str(VAR_DIR / "media")))
 STORAGES: dict[str, dict[str, Any]] = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
@@ -279,6 +279,8 @@ if PARLEY_STORAGE == "s3":
             "querystring_auth": True,
         },  # keys: AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, read by boto3 itself
     }
+    if not env_str("PARLEY_IMPORTS_ROOT"):  # a folder all machines share, if one is named
+        STORAGES["imports"] = STORAGES["default"]
     STORAGES["workspace"] = {
         "BACKEND": STORAGES["default"]["BACKEND"],
         "OPTIONS": {

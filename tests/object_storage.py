@@ -51,6 +51,7 @@ def on_s3(s3, settings):
     settings.STORAGES = {
         **settings.STORAGES,
         "default": {"BACKEND": backend, "OPTIONS": s3_options(s3)},
+        "imports": {"BACKEND": backend, "OPTIONS": s3_options(s3)},
         "workspace": {
             "BACKEND": backend,
             "OPTIONS": s3_options(s3, location="workspaces", file_overwrite=True),

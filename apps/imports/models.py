@@ -12,8 +12,7 @@ from django.db import models
 
 
 def import_storage() -> Storage:
-    """Where uploads wait to be read: a folder (settings.STORAGES["imports"]), since they
-    arrive in pieces and a child process reads them from a file."""
+    """Where uploads wait to be read (settings.STORAGES["imports"]; apps/imports/staging.py)."""
     return storages["imports"]
 
 

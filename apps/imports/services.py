@@ -7,13 +7,11 @@ import logging
 import time
 import uuid
 from datetime import timedelta
-from pathlib import Path
 from typing import Any
 
 from celery import current_app
 from django.conf import settings
 from django.core.exceptions import ValidationError
-from django.core.files.base import ContentFile
 from django.db import DatabaseError, IntegrityError, transaction
 from django.utils import timezone
 from kombu.exceptions import OperationalError
@@ -23,7 +21,7 @@ from apps.chat.models import USER_SPEAKER
 from apps.chat.records.attachments import files_kept_on_commit
 from apps.chat.records.imported import ImportedMessage, ImportedThread, session_import
 from apps.chat.records.text import storable
-from apps.imports import sandbox
+from apps.imports import sandbox, staging
 from apps.imports.layout import Layout
 from apps.imports.models import (
     RUNNING,
@@ -72,7 +70,7 @@ def upload_begin(*, owner, name: str, size: int) -> ImportJob:
     than a piece of it: the web server hands a request's body to Django whole."""
     _check_size(size)
     _discard_abandoned(owner)
-    stored = import_storage().save(_stored_name(name), ContentFile(b""))
+    stored = staging.begin(_stored_name(name))
     return ImportJob.objects.create(
         owner=owner, name=_clean_name(name), size=size, file=stored,
         status=ImportStatus.UPLOADING,
@@ -91,10 +89,10 @@ def upload_piece(*, job: ImportJob, offset: int, stream) -> ImportJob:
             raise ValidationError(
                 f"The next piece starts at byte {job.received:,}, not {offset:,}.", code="offset"
             )
-        with open(job.file.path, "r+b") as out:
-            out.truncate(offset)  # what a failed earlier attempt left past it
-            out.seek(offset)
-            written = _copy(stream, out, left=job.size - offset)
+        left = job.size - offset
+        written = staging.append(
+            job.file.name or "", offset, lambda out: _copy(stream, out, left=left)
+        )
         if not written:
             raise ValidationError("A piece holds at least one byte of the file.", code="empty")
         job.received = offset + written
@@ -202,9 +200,10 @@ def _preview(job: ImportJob) -> None:
         ImportJob.objects.filter(pk=job.pk).update(done=position, heartbeat_at=timezone.now())
 
     try:
-        preview = sandbox.preview(
-            _path(job), imported=imported, progress=progress, should_stop=_stopper(job)
-        )
+        with staging.local_file(job.file.name or "") as path:
+            preview = sandbox.preview(
+                path, imported=imported, progress=progress, should_stop=_stopper(job)
+            )
     except sandbox.Stopped:
         _finish(job, ImportStatus.CANCELLED)
         return
@@ -330,7 +329,7 @@ def uploads_expire() -> int:
 def import_files_sweep() -> int:
     """Delete the uploads no job names (a job ended while its file could not be deleted)."""
     named = set(ImportJob.objects.exclude(file="").values_list("file", flat=True))
-    return delete_unused(IMPORTS_FOLDER, named.__contains__, storage=import_storage())
+    return delete_unused(IMPORTS_FOLDER, staging.named_by(named), storage=import_storage())
 
 
 def job_run(job: ImportJob) -> None:
@@ -358,7 +357,10 @@ def _run(job: ImportJob, report: dict[str, Any]) -> None:
     roles: dict[str, Role] = {}
     saved = asked = time.monotonic()
     should_stop = _stopper(job)
-    with sandbox.conversations(_path(job), should_stop=should_stop) as read:
+    with (
+        staging.local_file(job.file.name or "") as path,
+        sandbox.conversations(path, should_stop=should_stop) as read,
+    ):
         for found in read:
             entry = found.entry
             # A cancel is looked for before the first conversation, then twice a second
@@ -455,10 +457,6 @@ def _role_for(job: ImportJob, voice: str, source: str) -> Role:
     return role_for_imported_voice(owner=job.owner, voice=voice, source=LABELS.get(source, source))
 
 
-def _path(job: ImportJob) -> Path:
-    return Path(job.file.path)
-
-
 def _finish(
     job: ImportJob, status: str, *, report: dict | None = None, error: str = "",
     only_if: str | None = None,
@@ -474,7 +472,7 @@ def _finish(
         rows = rows.filter(status=only_if)
     ended = rows.update(**fields, file="")
     if ended and job.file.name:
-        import_storage().delete(job.file.name)
+        staging.discard(job.file.name)
     return ended
 
 
