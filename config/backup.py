@@ -116,14 +116,12 @@ def create(folder: Path) -> dict:
     return manifest
 
 
-def restore(folder: Path) -> dict:
-    """Restore the backup in `folder` into the configured database and storage, which must be
-    empty (a restore never mixes two installations); its manifest."""
-    from django.core.files import File
-    from django.db import connection
-
+def read_manifest(folder: Path) -> dict:
+    """The backup's manifest, its files named by their place in the folder ("storage/…",
+    "workspaces/…"); a version 1 backup (stop 55's: storage files by bare name, workspaces a
+    plain folder tree beside them) is read as one of version 2."""
     manifest = json.loads((folder / MANIFEST).read_text())
-    if manifest.get("version") == 1:  # stop 55's: storage files by bare name, workspaces a tree
+    if manifest.get("version") == 1:
         manifest["files"] = {f"storage/{name}": kept for name, kept in manifest["files"].items()}
         tree = folder / "workspaces"
         for path in sorted(tree.rglob("*")) if tree.is_dir() else []:
@@ -132,6 +130,17 @@ def restore(folder: Path) -> dict:
                     digest = _copy_file(read, _Discard())
                 relative = path.relative_to(folder).as_posix()
                 manifest["files"][relative] = {"sha256": digest, "size": path.stat().st_size}
+        manifest["version"] = 2
+    return manifest
+
+
+def restore(folder: Path) -> dict:
+    """Restore the backup in `folder` into the configured database and storage, which must be
+    empty (a restore never mixes two installations); its manifest."""
+    from django.core.files import File
+    from django.db import connection
+
+    manifest = read_manifest(folder)
     for name, kept in manifest["files"].items():
         path = folder / name
         with path.open("rb") as read:

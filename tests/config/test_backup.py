@@ -5,6 +5,8 @@ every thread and serves every attachment, byte for byte."""
 
 from __future__ import annotations
 
+import hashlib
+import json
 import subprocess
 import sys
 import urllib.request
@@ -156,3 +158,22 @@ def test_a_damaged_backup_is_refused_before_anything_is_written(
     assert not media.exists() or not any(media.iterdir())
     with pytest.raises(backup.BackupError, match="exists already"):
         backup.create(tmp_path / "backup")
+
+
+def test_a_backup_made_before_workspaces_were_stored_files_reads_as_todays(tmp_path):
+    """Stop 55's layout: storage files by bare name, the workspaces a folder tree."""
+    folder = tmp_path / "old"
+    (folder / "storage" / "attachments" / "s").mkdir(parents=True)
+    (folder / "storage" / "attachments" / "s" / "a.png").write_bytes(b"png")
+    (folder / "workspaces" / "abc" / "notes").mkdir(parents=True)
+    (folder / "workspaces" / "abc" / "notes" / "n.md").write_bytes(b"notes")
+    old = {"version": 1, "database": "database.sqlite3",
+           "files": {"attachments/s/a.png": {"sha256": hashlib.sha256(b"png").hexdigest(),
+                                             "size": 3}}}  # fmt: skip
+    (folder / "manifest.json").write_text(json.dumps(old))
+    manifest = backup.read_manifest(folder)
+    assert manifest["version"] == 2
+    assert manifest["files"] == {
+        "storage/attachments/s/a.png": old["files"]["attachments/s/a.png"],
+        "workspaces/abc/notes/n.md": {"sha256": hashlib.sha256(b"notes").hexdigest(), "size": 5},
+    }
