@@ -154,6 +154,30 @@ async def _run_stream(http, server, stream: Stream, start: asyncio.Event, csrf: 
                 return
 
 
+async def _say_where_it_stopped(server, stream: Stream, record) -> None:
+    """For a reply the client did not see settle: what the upstream sent, and what the
+    server's own page shows of it now (a push the tab missed, or a reply that never ended)."""
+    upstream = "no request" if record is None else (
+        f"request started, {len(record.text_written or '')} chars written, "
+        f"{'ended' if record.ended else 'not ended'}"
+    )  # fmt: skip
+    shown = "not asked"
+    if stream.reply_id and getattr(server, "credentials", None):
+        jar = aiohttp.CookieJar(unsafe=True)
+        async with aiohttp.ClientSession(cookie_jar=jar) as http:
+            await browser_login(http, server, *server.credentials)
+            async with http.get(f"{server.url}/t/{stream.thread_id}/") as response:
+                page = await response.text()
+        found = re.search(rf'id="msg-{stream.reply_id}"[^>]*data-status="(\w+)"', page)
+        shown = f"the page shows it {found[1] if found else 'nowhere'}"
+    seen = stream.status or "nothing"
+    print(
+        f"  {stream.prompt}: reply {stream.reply_id or '?'}, client saw {seen} after "
+        f"{len(stream.text)} chars; upstream: {upstream}; {shown}",
+        flush=True,
+    )
+
+
 async def run_level(server, emulator, threads, count: int, interval_ms: int, tokens: int,
                     ttft_ms: int, profile: tuple[Path | None, str] | None = None
                     ) -> Result:  # fmt: skip
@@ -232,6 +256,9 @@ async def run_level(server, emulator, threads, count: int, interval_ms: int, tok
     unfinished = Counter(s.status or "no answer" for s in streams if s.status != "done")
     if unfinished:
         print(f"{server.name}, {count} streams: not done: {dict(unfinished)}", flush=True)
+        for stream in streams:
+            if stream.status != "done":
+                await _say_where_it_stopped(server, stream, requests.get(stream.prompt))
     result.tokens_per_second = delivered / seconds if seconds else 0
     result.cpu_per_reply_ms = cpu / count * 1000
     for pid, used in each.items():
