@@ -2,7 +2,7 @@
 
 `/healthz`: the process answers (it touches nothing else: a database outage must not get
 every web process restarted). `/readyz`: it can serve — the database, Redis and the file
-storage answer, and at least one worker was seen lately. `/metrics`: the host's metrics in
+storages answer (files, workspaces, import uploads), and at least one worker was seen lately. `/metrics`: the host's metrics in
 Prometheus's text format (apps/ops/metrics.py), with the queue's depth read at the scrape.
 """
 
@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterator
 
 from django.conf import settings
 from django.contrib.auth.decorators import login_not_required
-from django.core.files.storage import FileSystemStorage, default_storage
+from django.core.files.storage import FileSystemStorage, storages
 from django.db import connection
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.views.decorators.cache import never_cache
@@ -40,11 +40,16 @@ def _redis() -> bool:
 
 
 def _storage() -> bool:
-    if isinstance(default_storage, FileSystemStorage):
-        location = default_storage.location
-        os.makedirs(location, exist_ok=True)  # as the storage's first save would
-        return os.access(location, os.W_OK)
-    default_storage.exists("parley-readyz")  # object storage: a HEAD that must not fail
+    """Every storage Parley writes (files, workspaces, import uploads) answers."""
+    for alias in ("default", "workspace", "imports"):
+        storage = storages[alias]
+        if isinstance(storage, FileSystemStorage):
+            location = storage.location
+            os.makedirs(location, exist_ok=True)  # as the storage's first save would
+            if not os.access(location, os.W_OK):
+                return False
+        else:
+            storage.exists("parley-readyz")  # object storage: a HEAD that must not fail
     return True
 
 
