@@ -2,8 +2,9 @@
 
 `/healthz`: the process answers (it touches nothing else: a database outage must not get
 every web process restarted). `/readyz`: it can serve — the database, Redis and the file
-storages answer (files, workspaces, import uploads), and at least one worker was seen lately. `/metrics`: the host's metrics in
-Prometheus's text format (apps/ops/metrics.py), with the queue's depth read at the scrape.
+storages answer (files, workspaces, import uploads), and at least one worker was seen
+lately. `/metrics`: the host's metrics in Prometheus's text format (apps/ops/metrics.py),
+with the queue's depth read at the scrape.
 """
 
 from __future__ import annotations
