@@ -52,7 +52,8 @@ async def test_signing_out_closes_that_browsers_tabs_only(alice, alice_thread, c
     assert await _closed_with(list_tab) == CLOSE_SIGNED_OUT
     # The other browser's tab is still open and still told things.
     await frames_before_probe(other_browser, events.user_group(alice.pk))
-    await other_browser.disconnect()
+    for tab in (thread_tab, list_tab, other_browser):
+        await tab.disconnect()  # (a closed one leaves the process's open tabs)
 
 
 async def test_disabling_an_account_closes_all_its_tabs(alice, bob, alice_thread, celery_worker):
@@ -72,7 +73,8 @@ async def test_disabling_an_account_closes_all_its_tabs(alice, bob, alice_thread
     for tab in tabs:
         assert await _closed_with(tab) == CLOSE_SIGNED_OUT
     await frames_before_probe(bob_page, events.user_group(bob.pk))  # nobody else's
-    await bob_page.disconnect()
+    for tab in (*tabs, bob_page):
+        await tab.disconnect()  # (a closed one leaves the process's open tabs)
 
 
 class _Issuer(BaseHTTPRequestHandler):
