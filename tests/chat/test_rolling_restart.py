@@ -40,14 +40,14 @@ MAX_STALL_SECONDS = 15.0
 MAX_SETTLE_LAG_SECONDS = 60.0
 
 
-def numbered_threads(alice, emulator, count: int) -> list:
-    """`count` threads whose assistant streams numbered words from an OpenAI-compatible
-    upstream, and continues them exactly when a run takes a reply over."""
+def numbered_threads(alice, emulator, count: int, *, words: str = WORDS, rate: int = RATE) -> list:
+    """`count` threads whose assistant streams numbered `words` (at `rate` a second) from an
+    OpenAI-compatible upstream, and continues them exactly when a run takes a reply over."""
     resume = RESUME_PROMPT[:60]
     emulator.script(
-        *(Script(text=WORDS, tokens_per_second=RATE, resumes=True, provider="openai", match=resume)
+        *(Script(text=words, tokens_per_second=rate, resumes=True, provider="openai", match=resume)
           for _ in range(4 * count)),
-        *(Script(text=WORDS, tokens_per_second=RATE, provider="openai") for _ in range(count)),
+        *(Script(text=words, tokens_per_second=rate, provider="openai") for _ in range(count)),
     )  # fmt: skip
     credential = credential_save(
         owner=alice, name="Numbered words", provider="openai_compatible",
@@ -55,7 +55,7 @@ def numbered_threads(alice, emulator, count: int) -> list:
     )  # fmt: skip
     threads = []
     for number in range(count):
-        session = session_create(owner=alice, name=f"Rolling {number}")
+        session = session_create(owner=alice, name=f"Numbered {number}")
         session_set_provider(session=session, credential=credential, model="gpt-4.1")
         threads.append(session.active_thread)
     return threads

@@ -20,15 +20,12 @@ import pytest
 
 from apps.api.tokens import token_create
 from apps.chat.models import Message, MessageStatus, Session
-from apps.chat.records.sessions import session_create, session_set_provider
 from apps.imports.models import import_storage
 from apps.ops.storage import files_under
-from apps.providers.calls import RESUME_PROMPT
 from apps.providers.emulator import Script
-from apps.providers.services import credential_save
 from tests.attachments.test_sniff import image_bytes, text_pdf
 from tests.chat.test_faults import cookie_for, off_the_loop
-from tests.chat.test_rolling_restart import stop_and_time
+from tests.chat.test_rolling_restart import numbered_threads, stop_and_time
 from tests.conftest import wait_until
 from tests.imports.exports import chatgpt_trip
 from tests.object_storage import BUCKET, KEYS
@@ -86,27 +83,6 @@ def fetch(web: Child, path: str, cookie: str = "", token: str = "", body=None) -
     request = urllib.request.Request(web.url + path, data=body, headers=headers)
     with urllib.request.urlopen(request, timeout=30) as response:
         return response.read()
-
-
-def numbered_threads(alice, emulator, count: int) -> list:
-    """Threads whose assistant streams numbered words from an OpenAI-compatible upstream, and
-    continues them exactly when a run takes a reply over."""
-    resume = RESUME_PROMPT[:60]
-    emulator.script(
-        *(Script(text=WORDS, tokens_per_second=RATE, resumes=True, provider="openai", match=resume)
-          for _ in range(4 * count)),
-        *(Script(text=WORDS, tokens_per_second=RATE, provider="openai") for _ in range(count)),
-    )  # fmt: skip
-    credential = credential_save(
-        owner=alice, name="Numbered words", provider="openai_compatible",
-        base_url=f"{emulator.url}/v1", api_key="sk-test-numbered-words-key-0000",
-    )  # fmt: skip
-    threads = []
-    for number in range(count):
-        session = session_create(owner=alice, name=f"Machines {number}")
-        session_set_provider(session=session, credential=credential, model="gpt-4.1")
-        threads.append(session.active_thread)
-    return threads
 
 
 @pytest.mark.slow
@@ -176,7 +152,7 @@ def test_four_machines_share_only_the_database_redis_and_the_bucket(
     wait_until(lambda: not list(files_under("imports/", import_storage())), timeout=30)
 
     # A rolling restart while replies stream: every word arrives, none twice.
-    threads = numbered_threads(alice, emulator, STREAMS)
+    threads = numbered_threads(alice, emulator, STREAMS, words=WORDS, rate=RATE)
     tab_ids = [str(t.public_id) for t in threads]
     tabs = [FollowedTab((a, b)[n % 2], tab_ids[n], cookie, others=[(b, a)[n % 2]])
             for n in range(STREAMS)]  # fmt: skip
