@@ -72,7 +72,9 @@ def world(alice, bob, roles):
 @pytest.mark.heavy
 @pytest.mark.parametrize("scheme", ["light", "dark"])
 @pytest.mark.parametrize("size", SIZES)
-def test_no_page_or_dialog_has_a_serious_accessibility_violation(page, world, scheme, size):
+def test_no_page_or_dialog_has_a_serious_accessibility_violation(
+    page, world, scheme, size, settings
+):
     page.set_viewport_size(dict(zip(("width", "height"), SIZES[size], strict=True)))
     page.emulate_media(color_scheme=scheme)
     page.context.add_init_script(path=str(AXE))  # on every page (its CSP forbids inline scripts)
@@ -81,6 +83,13 @@ def test_no_page_or_dialog_has_a_serious_accessibility_violation(page, world, sc
 
     page.goto("/login/")
     found += violations(page, "log in")
+    # With a team's provider: its button beside the password form, and a refused sign-in's
+    # sentence (the page only names the provider; nothing is asked of it).
+    settings.PARLEY_OIDC_ISSUER, settings.PARLEY_OIDC_NAME = "https://id.example.test", "Acme"
+    page.goto("/login/?refused=expired")
+    expect(page.get_by_role("link", name="Sign in with Acme")).to_be_visible()
+    found += violations(page, "log in through a provider, after a refused sign-in")
+    settings.PARLEY_OIDC_ISSUER = ""
     page.goto(f"/shared/{world['token']}/")
     expect(page.get_by_role("heading", level=1)).to_be_visible()
     found += violations(page, "a shared thread")
