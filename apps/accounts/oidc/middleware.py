@@ -32,6 +32,13 @@ class ProviderRecheck(SessionRefresh):
     def OIDC_RP_SCOPES(self) -> str:
         return settings.OIDC_RP_SCOPES
 
+    async def __acall__(self, request):
+        # Under daphne the chain is async, and the library's process_request would cost a
+        # thread hop per request: none at all while no provider is set.
+        if not settings.PARLEY_OIDC_ISSUER:
+            return await self.get_response(request)
+        return await super().__acall__(request)
+
     @cached_property
     def exempt_urls(self) -> set[str]:
         return {reverse(name) for name in ("oidc_start", "oidc_callback", "logout", "login")}
