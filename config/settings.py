@@ -118,7 +118,11 @@ if not PARLEY_LOCAL_LOGIN and not PARLEY_OIDC_ISSUER:
     raise ImproperlyConfigured(
         "PARLEY_LOCAL_LOGIN=false leaves no way to sign in: set PARLEY_OIDC_ISSUER too."
     )
-OIDC_RP_SCOPES = "openid email profile" + (" groups" if PARLEY_OIDC_ALLOWED_GROUPS else "")
+# Providers differ on a groups scope (some need it, some refuse one they do not know).
+OIDC_RP_SCOPES = env_str(
+    "PARLEY_OIDC_SCOPES",
+    "openid email profile" + (" groups" if PARLEY_OIDC_ALLOWED_GROUPS else ""),
+)
 OIDC_USE_PKCE = True
 OIDC_USE_NONCE = True
 OIDC_STORE_ID_TOKEN = True  # the hint the provider's logout wants
