@@ -241,11 +241,16 @@ def test_a_disabled_person_is_signed_out_of_every_tab_and_stream(browser_page, o
         assert response.status_code == 200
         assert next(events(lines, until=lambda k, d: True))[0] == "snapshot"
         ann.is_active = False
+        disabled_at = time.monotonic()
         ann.save()  # as the admin's form does
         ended = [kind for kind, _, _ in events(lines, until=lambda k, d: k == "end")]
         assert ended[-1] == "end"
+        stream_ended = time.monotonic() - disabled_at
     # The tab left the thread for the sign-in page at once, and cannot sign in again.
     expect(page.get_by_role("heading", name="Log in to Parley")).to_be_visible()
+    on_sign_in_page = time.monotonic() - disabled_at
+    print(f"account disabled: the API stream ended {stream_ended * 1000:.0f} ms later, the tab "
+          f"was on the sign-in page {on_sign_in_page * 1000:.0f} ms later")  # fmt: skip
     sign_in_page = page.url
     assert "/login/" in sign_in_page
     start_sign_in(page, op, "ann")

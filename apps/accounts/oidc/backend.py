@@ -21,6 +21,10 @@ logger = logging.getLogger(__name__)
 LEEWAY_SECONDS = 60
 
 
+class CodeRefused(Exception):
+    """The provider's token endpoint would not exchange the sign-in's code."""
+
+
 class ProviderBackend(OIDCAuthenticationBackend):
     def __init__(self, *args, **kwargs) -> None:
         # Not the library's: it reads every endpoint at once, and Django builds a backend for
@@ -49,15 +53,10 @@ class ProviderBackend(OIDCAuthenticationBackend):
         except SignInRefused as exc:
             reason = exc.reason
             logger.warning("A provider sign-in was turned away: %s", exc)
-        except discovery.ProviderUnavailable as exc:
-            reason = "unreachable"
-            logger.warning("The sign-in provider could not be reached: %s", exc)
-        except requests.HTTPError as exc:
-            # The token endpoint refused the code: too old, used already, or not ours.
+        except CodeRefused as exc:  # too old, used already, or not ours
             reason = "expired"
-            status = exc.response.status_code if exc.response is not None else "?"
-            logger.warning("The provider refused a sign-in's code (HTTP %s)", status)
-        except requests.RequestException as exc:
+            logger.warning("The provider refused a sign-in's code (%s)", exc)
+        except (discovery.ProviderUnavailable, requests.RequestException) as exc:
             reason = "unreachable"
             logger.warning("The sign-in provider could not be reached: %s", exc)
         except jwt.InvalidAudienceError as exc:
@@ -68,6 +67,12 @@ class ProviderBackend(OIDCAuthenticationBackend):
             logger.warning("A sign-in's ID token did not check out: %s", exc)
         request.parley_sign_in_refused = reason
         return None
+
+    def raise_token_response_error(self, response) -> None:
+        """The token endpoint's refusal of the code as its own error: any other HTTP error
+        (the keys, userinfo) is the provider failing, not the code."""
+        if response.status_code != 200:
+            raise CodeRefused(f"HTTP {response.status_code}")
 
     def _verify_jws(self, payload, key):
         """The signature, and the claims the library leaves unchecked: issuer, audience (and
