@@ -263,9 +263,8 @@ class ReplyRun:
         # is down, slow or crashes is an error the model reads, never the end of the reply.
         try:
             text, failed = await mcp_client.call_tool(outcome.spec, outcome.tool, outcome.arguments)
-        finally:
-            kept = outcome.workspace.check_in if outcome.workspace else None
-            unkept = await in_db_thread(kept)() if kept else ""
+        finally:  # a copy of the workspace (on object storage) goes back, what was kept
+            unkept = await in_db_thread(outcome.workspace.check_in)() if outcome.workspace else ""
         if unkept:
             text = f"{text}\n\n(Not kept in the workspace: {unkept})"
         if failed:

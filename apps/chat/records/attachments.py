@@ -189,9 +189,7 @@ def attachment_from_workspace(*, session: Session, owner, thread: Thread, path: 
     workspace = session_workspace(session)
     name = path.replace("\\", "/").rpartition("/")[2]
     try:
-        if not workspace.is_file(path):
-            raise ValidationError(f"There is no file {path!r} in the session's files.")
-        if workspace.size(path) > MAX_ATTACHMENT_BYTES:
+        if workspace.size(path) > MAX_ATTACHMENT_BYTES:  # (no such file: a WorkspaceError)
             raise ValidationError(
                 f"“{name}” is over {MAX_ATTACHMENT_BYTES // 1_048_576} MB, the most an "
                 "attachment may be."
